@@ -1,0 +1,65 @@
+// JobSpec parsing, defaults and validation: the one place that decides
+// whether a job is well formed.
+//
+// ParseJobSpecJson accepts the proto3 JSON mapping of tagi.v1.JobSpec and
+// refuses unknown fields. ValidateJobSpec checks the structure (layer kinds
+// and sizes, head, batch, epochs, noise, init, device, data kind) and
+// returns ONE InvalidArgument status naming every wrong field and what was
+// expected, joined by "; ". It does not touch the filesystem: the
+// coordinator validates jobs whose data lives on other hosts. Workers check
+// their data files with data::CheckDataFiles.
+//
+// The accessors below apply the documented defaults of unset fields.
+// Everything here is a pure function; thread-safe.
+#ifndef TAGI_COMMON_JOB_SPEC_H_
+#define TAGI_COMMON_JOB_SPEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tagi/v1/job.pb.h"
+
+namespace tagi {
+
+// Largest job file accepted (bytes).
+inline constexpr size_t kMaxJobSpecBytes = 1 << 20;
+// Limits that keep a hostile spec from asking for absurd allocations.
+inline constexpr int kMaxLayers = 256;
+inline constexpr uint32_t kMaxLayerWidth = 1 << 16;
+inline constexpr uint64_t kMaxParameters = 1ULL << 31;
+inline constexpr uint32_t kMaxBatchSize = 1 << 16;
+inline constexpr uint32_t kMaxWorldSize = 4096;
+
+absl::StatusOr<tagi::v1::JobSpec> ParseJobSpecJson(const std::string& json);
+absl::StatusOr<tagi::v1::JobSpec> LoadJobSpecFile(const std::string& path);
+std::string JobSpecToJson(const tagi::v1::JobSpec& spec);
+
+absl::Status ValidateJobSpec(const tagi::v1::JobSpec& spec);
+
+// Width the data feeds into the first layer, when the data kind fixes it
+// (784 for the IDX image sets, 1 for the toy); 0 when only the files know.
+int ExpectedInputWidth(const tagi::v1::DataSpec& data);
+// Width the head needs from the last LINEAR layer (0 when only the data
+// files know, i.e. CSV regression).
+int ExpectedOutputWidth(const tagi::v1::JobSpec& spec);
+
+// sigma_v at a 0-based epoch: max(sigma_v * decay^epoch, sigma_v_min).
+float SigmaVAtEpoch(const tagi::v1::NoiseSchedule& noise, uint64_t epoch);
+
+bool IsSumReduction(const tagi::v1::JobSpec& spec);
+float LeakySlope(const tagi::v1::Layer& layer);     // default 0.1
+float InitGainWeight(const tagi::v1::Init& init);   // default 1
+float InitGainBias(const tagi::v1::Init& init);     // default 1
+bool StandardizeData(const tagi::v1::DataSpec& data);  // default true
+uint32_t TargetColumns(const tagi::v1::DataSpec& data);  // default 1
+
+// Parses "cpu" (or "") and "cuda:N". Returns the CUDA ordinal, or -1 for cpu.
+absl::StatusOr<int> ParseDevice(const std::string& device);
+
+std::string LayerKindName(tagi::v1::Layer::Kind kind);
+
+}  // namespace tagi
+
+#endif  // TAGI_COMMON_JOB_SPEC_H_

@@ -1,0 +1,56 @@
+#include "common/progress_bar.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace tagi {
+
+std::string HumanCount(double value) {
+  if (!std::isfinite(value)) return "?";
+  if (value >= 1e6) return absl::StrFormat("%.2fM", value / 1e6);
+  if (value >= 1e4) return absl::StrFormat("%.1fk", value / 1e3);
+  return absl::StrFormat("%.0f", value);
+}
+
+std::string RenderProgressBar(const std::string& label, size_t done, size_t total,
+                              double samples_per_second, absl::Duration eta, int bar_width) {
+  const double frac = total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / total);
+  const int filled = static_cast<int>(frac * bar_width);
+  std::string bar(static_cast<size_t>(filled), '=');
+  if (filled < bar_width) {
+    bar += '>';
+    bar.append(static_cast<size_t>(bar_width - filled - 1), ' ');
+  }
+  std::string eta_text = "?";
+  if (eta != absl::InfiniteDuration() && eta >= absl::ZeroDuration()) {
+    eta_text = absl::StrFormat("%.1fs", absl::ToDoubleSeconds(eta));
+  }
+  return absl::StrFormat("%s [%s] %3d%% %d/%d  %s samples/s  ETA %s", label, bar,
+                         static_cast<int>(frac * 100.0), done, total,
+                         HumanCount(samples_per_second), eta_text);
+}
+
+void ProgressPrinter::Update(const std::string& line, bool force) {
+  const absl::Time now = clock_.Now();
+  if (!force && now - last_ < min_interval_) return;
+  last_ = now;
+  // Pad with spaces to erase the tail of a longer previous line.
+  const size_t pad = last_len_ > line.size() ? last_len_ - line.size() : 0;
+  std::fprintf(out_, "\r%s%*s", line.c_str(), static_cast<int>(pad), "");
+  std::fflush(out_);
+  last_len_ = line.size();
+  drawn_ = true;
+}
+
+void ProgressPrinter::Finish() {
+  if (!drawn_) return;
+  std::fputc('\n', out_);
+  std::fflush(out_);
+  drawn_ = false;
+  last_len_ = 0;
+  last_ = absl::InfinitePast();
+}
+
+}  // namespace tagi

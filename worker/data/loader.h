@@ -1,0 +1,59 @@
+// LoadData: turns a job's DataSpec into standardised train and test sets.
+//
+// Kinds:
+//  - FASHION_MNIST: IDX files; an empty path defaults to Debian's
+//    dataset-fashion-mnist files under DefaultFashionMnistDir(). 10 classes.
+//  - MNIST: IDX files; all four paths are required. 10 classes.
+//  - CSV: train_csv and test_csv (both required), target_columns (unset: 1),
+//    csv_has_header; see csv.h for the format.
+//  - TOY_CUBIC: generated from the job seed (see toy.h); sizes default to
+//    20 training and 100 test points.
+// train_limit / test_limit (0: all) cap the number of samples of each split.
+//
+// When spec.standardize is unset or true, inputs are standardised with
+// statistics of the training split (one scalar mean/std for images,
+// per-column for CSV and toy data) and so are regression targets
+// (per-column); the test split gets the same maps. Otherwise the returned
+// standardizers are empty (identity).
+//
+// Errors: InvalidArgument for a spec that is unusable (unspecified kind,
+// missing or non-existent files, all listed at once; mismatched train/test
+// shapes; bad file contents). Thread-compatible (no shared state).
+#ifndef TAGI_WORKER_DATA_LOADER_H_
+#define TAGI_WORKER_DATA_LOADER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tagi/v1/job.pb.h"
+#include "worker/data/dataset.h"
+#include "worker/data/standardize.h"
+
+namespace tagi::data {
+
+struct LoadedData {
+  TrainTest data;
+  Standardizer input;   // applied to the inputs of both splits
+  Standardizer target;  // applied to regression targets; empty for
+                        // classification
+};
+
+// "/usr/share/datasets/fashion-mnist".
+std::string DefaultFashionMnistDir();
+
+// Checks that every data file the spec names (or defaults to) exists and is
+// a readable regular file, and that required paths are given. Returns OK, or
+// ONE InvalidArgument status listing every problem joined by "; ", each
+// naming the field, e.g. "data.train_images: file /x/y does not exist".
+// Does not read the files' contents.
+absl::Status CheckDataFiles(const tagi::v1::DataSpec& spec);
+
+// Loads (or generates) both splits and standardises them as described above.
+absl::StatusOr<LoadedData> LoadData(const tagi::v1::DataSpec& spec,
+                                    uint64_t job_seed);
+
+}  // namespace tagi::data
+
+#endif  // TAGI_WORKER_DATA_LOADER_H_

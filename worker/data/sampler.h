@@ -1,0 +1,84 @@
+// DistributedSampler: which samples each rank trains on, at every step.
+//
+// The contract (shared/TAGI.md section 8; other modules rely on it exactly):
+//  - Epoch e uses one permutation P of [0, N), identical on every rank:
+//    EpochPermutation(N, seed, e), i.e. Fisher-Yates driven by
+//    tagi::Rng(DeriveSeed(seed, e)): for i = N-1 down to 1, swap P[i] with
+//    P[rng.Below(i + 1)], starting from the identity.
+//  - The padded sequence Q has length steps_per_epoch() * world * batch and
+//    Q[i] = P[i mod N] (wrap-around padding, as PyTorch's
+//    DistributedSampler does), so every batch is full and every rank runs
+//    the same number of steps.
+//  - The global batch of step s is Q[s*world*batch, (s+1)*world*batch), and
+//    rank r takes the slice [r*batch, (r+1)*batch) of it.
+// Hence the ranks of a (world W, batch B) sampler together see, at each
+// step, exactly the batch of a (world 1, batch W*B) sampler with the same
+// seed, and within an epoch the ranks are disjoint except for the padding
+// (fewer than W*B duplicated samples, only when N % (W*B) != 0).
+//
+// Batch(epoch, step) depends only on its arguments and the constructor's
+// (resumable from a SamplerCursor). The permutation of the last epoch asked
+// is cached, so Batch() costs O(N) on the first call of an epoch and
+// O(batch) afterwards.
+//
+// Thread-compatible but NOT thread-safe: Batch() is const yet updates the
+// cache, so one instance must not be used from two threads at once.
+#ifndef TAGI_WORKER_DATA_SAMPLER_H_
+#define TAGI_WORKER_DATA_SAMPLER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace tagi::data {
+
+// Where a rank is in its data stream; stored in snapshots. `step` is the
+// next step to run within `epoch`.
+struct SamplerCursor {
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+};
+
+// The permutation of [0, num_samples) used in `epoch` (see above).
+// REQUIRES: num_samples <= 2^32.
+std::vector<uint32_t> EpochPermutation(size_t num_samples, uint64_t seed,
+                                       uint64_t epoch);
+
+class DistributedSampler {
+ public:
+  // REQUIRES: num_samples > 0, num_samples <= 2^32, world >= 1,
+  //           0 <= rank < world, batch >= 1.
+  DistributedSampler(size_t num_samples, uint64_t seed, int world, int rank,
+                     size_t batch);
+
+  // ceil(num_samples / (world * batch)); the same on every rank.
+  size_t steps_per_epoch() const { return steps_per_epoch_; }
+  size_t num_samples() const { return num_samples_; }
+  size_t batch() const { return batch_; }
+  int world() const { return world_; }
+  int rank() const { return rank_; }
+
+  // Writes the sample indices of this rank at (epoch, step) into `out`.
+  // REQUIRES: step < steps_per_epoch(), out.size() == batch().
+  void Batch(uint64_t epoch, size_t step, std::span<uint32_t> out) const;
+
+ private:
+  const std::vector<uint32_t>& PermutationFor(uint64_t epoch) const;
+
+  const size_t num_samples_;
+  const uint64_t seed_;
+  const int world_;
+  const int rank_;
+  const size_t batch_;
+  const size_t steps_per_epoch_;
+
+  // Cache of the last epoch's permutation (see the thread-safety note).
+  mutable std::optional<uint64_t> cached_epoch_;
+  mutable std::vector<uint32_t> cached_permutation_;
+};
+
+}  // namespace tagi::data
+
+#endif  // TAGI_WORKER_DATA_SAMPLER_H_

@@ -1,0 +1,163 @@
+#include "worker/engine/model_file.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/byte_codec.h"
+#include "common/checksum.h"
+#include "common/file_util.h"
+#include "common/job_spec.h"
+#include "common/status.h"
+
+namespace tagi::engine {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'A', 'G', 'I', 'M', 'O', 'D', 'L'};
+constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 8;
+constexpr size_t kTrailerBytes = 4;
+constexpr uint32_t kMaxVectorLength = 1u << 24;
+
+void PutVector(ByteWriter& w, const std::vector<float>& v) {
+  w.PutU32(static_cast<uint32_t>(v.size()));
+  w.PutF32Array(v);
+}
+
+absl::StatusOr<std::vector<float>> GetVector(ByteReader& r, const char* what) {
+  TAGI_ASSIGN_OR_RETURN(const uint32_t n, r.GetU32(what));
+  if (n > kMaxVectorLength || size_t{n} * 4 > r.remaining()) {
+    return absl::DataLossError(absl::StrFormat("%s: length %d does not fit the file", what, n));
+  }
+  std::vector<float> v(n);
+  TAGI_RETURN_IF_ERROR(r.GetF32Array(what, v));
+  return v;
+}
+
+absl::StatusOr<Architecture> GetArchitecture(ByteReader& r) {
+  Architecture arch;
+  TAGI_ASSIGN_OR_RETURN(const uint32_t count, r.GetU32("layer count"));
+  if (count == 0 || count > static_cast<uint32_t>(kMaxLayers)) {
+    return absl::DataLossError(absl::StrFormat("layer count %d is out of range", count));
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    LayerDesc d;
+    TAGI_ASSIGN_OR_RETURN(const uint8_t kind, r.GetU8("layer kind"));
+    d.kind = static_cast<LayerKind>(kind);
+    TAGI_ASSIGN_OR_RETURN(d.in, r.GetU32("layer input width"));
+    TAGI_ASSIGN_OR_RETURN(d.out, r.GetU32("layer output width"));
+    TAGI_ASSIGN_OR_RETURN(d.slope, r.GetF32("layer slope"));
+    arch.layers.push_back(d);
+  }
+  TAGI_ASSIGN_OR_RETURN(const uint8_t head, r.GetU8("head kind"));
+  arch.head.kind = static_cast<HeadKind>(head);
+  TAGI_ASSIGN_OR_RETURN(arch.head.num_classes, r.GetU32("head classes"));
+  if (auto st = ValidateArchitecture(arch); !st.ok()) {
+    return absl::DataLossError(absl::StrCat("model file holds an invalid ", st.message()));
+  }
+  return arch;
+}
+
+absl::Status DecodeBody(ByteReader& r, ModelFile& file) {
+  TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitecture(r));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_mean, GetVector(r, "input mean"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_std, GetVector(r, "input std"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_std, GetVector(r, "target std"));
+  TAGI_ASSIGN_OR_RETURN(const uint64_t n, r.GetU64("parameter count"));
+  if (n != file.architecture.num_parameters()) {
+    return absl::DataLossError(absl::StrFormat(
+        "model file holds %d parameters but its architecture %s has %d", n,
+        file.architecture.ToString(), file.architecture.num_parameters()));
+  }
+  if (2 * n * sizeof(float) != r.remaining()) {
+    return absl::DataLossError(absl::StrFormat(
+        "model file has %d parameter bytes; expected %d", r.remaining(), 2 * n * sizeof(float)));
+  }
+  file.parameters.resize(2 * n);
+  return r.GetF32Array("parameters", file.parameters);
+}
+
+}  // namespace
+
+std::string EncodeModelFile(const Architecture& arch, const Preprocessing& prep,
+                            std::span<const float> parameters) {
+  ByteWriter body;
+  body.PutU32(static_cast<uint32_t>(arch.layers.size()));
+  for (const LayerDesc& d : arch.layers) {
+    body.PutU8(static_cast<uint8_t>(d.kind));
+    body.PutU32(d.in);
+    body.PutU32(d.out);
+    body.PutF32(d.slope);
+  }
+  body.PutU8(static_cast<uint8_t>(arch.head.kind));
+  body.PutU32(arch.head.num_classes);
+  PutVector(body, prep.input_mean);
+  PutVector(body, prep.input_std);
+  PutVector(body, prep.target_mean);
+  PutVector(body, prep.target_std);
+  body.PutU64(parameters.size() / 2);
+  body.PutF32Array(parameters);
+
+  ByteWriter file;
+  file.PutBytes(kMagic, sizeof(kMagic));
+  file.PutU32(kModelFileVersion);
+  file.PutU64(body.data().size());
+  file.PutBytes(body.data().data(), body.data().size());
+  file.PutU32(Crc32(file.data().data(), file.data().size()));
+  return file.Release();
+}
+
+absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes) {
+  if (bytes.size() < kHeaderBytes + kTrailerBytes ||
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError("not a tagi model file (bad magic or too short)");
+  }
+  ByteReader header(bytes.subspan(sizeof(kMagic)));
+  TAGI_ASSIGN_OR_RETURN(const uint32_t version, header.GetU32("format version"));
+  if (version != kModelFileVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model file format version %d is not supported (this build reads %d)", version,
+        kModelFileVersion));
+  }
+  TAGI_ASSIGN_OR_RETURN(const uint64_t body_len, header.GetU64("body length"));
+  if (body_len != bytes.size() - kHeaderBytes - kTrailerBytes) {
+    return absl::DataLossError(absl::StrFormat(
+        "model file is truncated or padded: body of %d bytes announced, %d present", body_len,
+        bytes.size() - kHeaderBytes - kTrailerBytes));
+  }
+  ByteReader trailer(bytes.subspan(bytes.size() - kTrailerBytes));
+  TAGI_ASSIGN_OR_RETURN(const uint32_t crc, trailer.GetU32("checksum"));
+  const uint32_t actual = Crc32(bytes.data(), bytes.size() - kTrailerBytes);
+  if (crc != actual) {
+    return absl::DataLossError(absl::StrFormat(
+        "model file checksum mismatch (stored %08x, computed %08x): the file is corrupt", crc,
+        actual));
+  }
+  ModelFile file;
+  ByteReader body(bytes.subspan(kHeaderBytes, body_len));
+  TAGI_RETURN_IF_ERROR(DecodeBody(body, file));
+  return file;
+}
+
+absl::Status SaveModelFile(const std::string& path, const Architecture& arch,
+                           const Preprocessing& prep, std::span<const float> parameters) {
+  return WriteFileAtomic(path, EncodeModelFile(arch, prep, parameters));
+}
+
+absl::StatusOr<ModelFile> LoadModelFile(const std::string& path) {
+  TAGI_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path, kMaxModelFileBytes));
+  auto file = DecodeModelFile(bytes);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
+  }
+  return file;
+}
+
+absl::Status CheckSameArchitecture(const Architecture& expected, const Architecture& found) {
+  if (expected == found) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "architecture mismatch: the job describes ", expected.ToString(), " but the model file holds ",
+      found.ToString()));
+}
+
+}  // namespace tagi::engine

@@ -1,0 +1,61 @@
+// Model files: a trained network on disk.
+//
+// Layout (all integers and floats little-endian, whatever the host):
+//   "TAGIMODL"            8-byte magic
+//   u32 format version    kModelFileVersion
+//   u64 body length
+//   body:  u32 layer count, then per layer u8 kind, u32 in, u32 out, f32 slope
+//          u8 head kind, u32 classes
+//          4 x (u32 count, f32[count])  input mean/std, target mean/std
+//          u64 N, f32[N] means, f32[N] variances (the model's arena)
+//   u32 CRC-32 of every byte before it
+// The parameters are written as the arena holds them, so a CPU and a CUDA
+// build read the same file. Decoding never trusts a length before checking
+// it against the bytes present; a truncated or altered file is DataLoss, an
+// unknown version is FailedPrecondition. Pure functions; thread-safe.
+#ifndef TAGI_WORKER_ENGINE_MODEL_FILE_H_
+#define TAGI_WORKER_ENGINE_MODEL_FILE_H_
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/architecture.h"
+
+namespace tagi::engine {
+
+inline constexpr uint32_t kModelFileVersion = 1;
+inline constexpr size_t kMaxModelFileBytes = size_t{16} << 30;
+
+// How inputs (and regression targets) were standardised for training, so
+// that a saved model evaluates new data the same way. Empty vectors mean
+// "not standardised".
+struct Preprocessing {
+  std::vector<float> input_mean;
+  std::vector<float> input_std;
+  std::vector<float> target_mean;
+  std::vector<float> target_std;
+  bool operator==(const Preprocessing&) const = default;
+};
+
+struct ModelFile {
+  Architecture architecture;
+  Preprocessing preprocessing;
+  std::vector<float> parameters;  // [mu N][var N]
+};
+
+std::string EncodeModelFile(const Architecture& arch, const Preprocessing& prep,
+                            std::span<const float> parameters);
+absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes);
+
+absl::Status SaveModelFile(const std::string& path, const Architecture& arch,
+                           const Preprocessing& prep, std::span<const float> parameters);
+absl::StatusOr<ModelFile> LoadModelFile(const std::string& path);
+
+// OK when equal; otherwise FailedPrecondition naming both architectures.
+absl::Status CheckSameArchitecture(const Architecture& expected, const Architecture& found);
+
+}  // namespace tagi::engine
+
+#endif  // TAGI_WORKER_ENGINE_MODEL_FILE_H_

@@ -1,0 +1,87 @@
+#include "worker/engine/output.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace tagi::engine {
+namespace {
+
+// Innovation of one observed output; zero when masked or ill-conditioned.
+inline void Observe(float mu, float var, float y, float var_v, float* dmu, float* dvar) {
+  const float k = 1.0f / (var + var_v);
+  if (std::isnan(y) || !std::isfinite(k)) {
+    *dmu = 0.0f;
+    *dvar = 0.0f;
+    return;
+  }
+  *dmu = k * (y - mu);
+  *dvar = -k;
+}
+
+}  // namespace
+
+void RegressionDeltas(ConstGaussianView out, const float* targets, size_t n,
+                      float sigma_v, GaussianView delta) {
+  const float var_v = sigma_v * sigma_v;
+  for (size_t i = 0; i < n; ++i) {
+    Observe(out.mu[i], out.var[i], targets[i], var_v, &delta.mu[i], &delta.var[i]);
+  }
+}
+
+void HsmDeltas(const HsmTree& tree, ConstGaussianView out, size_t batch,
+               const int32_t* labels, float sigma_v, GaussianView delta) {
+  const float var_v = sigma_v * sigma_v;
+  const auto width = static_cast<size_t>(tree.output_width());
+  std::memset(delta.mu, 0, batch * width * sizeof(float));
+  std::memset(delta.var, 0, batch * width * sizeof(float));
+  for (size_t b = 0; b < batch; ++b) {
+    const size_t row = b * width;
+    for (int l = 0; l < tree.levels(); ++l) {
+      const size_t i = row + static_cast<size_t>(tree.node(labels[b], l));
+      Observe(out.mu[i], out.var[i], tree.target(labels[b], l), var_v, &delta.mu[i],
+              &delta.var[i]);
+    }
+  }
+}
+
+void HsmClassProbabilities(const HsmTree& tree, ConstGaussianView out, size_t batch,
+                           float* probs) {
+  const auto width = static_cast<size_t>(tree.output_width());
+  const int k = tree.num_classes();
+  const float inv_alpha_sq = 1.0f / (kHsmAlpha * kHsmAlpha);
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  std::vector<float> node_p(width);  // prediction path: allocating here is fine
+  for (size_t b = 0; b < batch; ++b) {
+    const float* mu = out.mu + b * width;
+    const float* var = out.var + b * width;
+    for (size_t n = 0; n < width; ++n) {
+      const float z = mu[n] / std::sqrt(inv_alpha_sq + var[n]);
+      node_p[n] = 0.5f * std::erfc(-z * kInvSqrt2);  // Phi(z)
+    }
+    float* p = probs + b * static_cast<size_t>(k);
+    double total = 0.0;
+    for (int r = 0; r < k; ++r) {
+      double prob = 1.0;
+      for (int l = 0; l < tree.levels(); ++l) {
+        const float pn = node_p[static_cast<size_t>(tree.node(r, l))];
+        prob *= tree.target(r, l) > 0.0f ? pn : 1.0f - pn;
+      }
+      p[r] = static_cast<float>(prob);
+      total += prob;
+    }
+    for (int r = 0; r < k; ++r) {
+      p[r] = total > 0.0 ? static_cast<float>(p[r] / total) : 1.0f / static_cast<float>(k);
+    }
+  }
+}
+
+int Argmax(const float* values, int k) {
+  int best = 0;
+  for (int i = 1; i < k; ++i) {
+    if (values[i] > values[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace tagi::engine

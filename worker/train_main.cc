@@ -1,0 +1,241 @@
+// tagi-train: single-process TAGI training and evaluation.
+//
+//   tagi-train JOB.json [--epochs N] [--threads T] [--out model.tagi] [--json]
+//   tagi-train --eval model.tagi JOB.json [--json]
+//
+// The reference that data-parallel runs are checked against, and what a
+// researcher runs first. main() parses flags into Options and calls Run().
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "common/checksum.h"
+#include "common/clock.h"
+#include "common/job_spec.h"
+#include "common/progress_bar.h"
+#include "common/rng.h"
+#include "common/status.h"
+#include "worker/data/loader.h"
+#include "worker/engine/blas.h"
+#include "worker/engine/model.h"
+#include "worker/engine/model_file.h"
+#include "worker/trainer.h"
+
+ABSL_FLAG(int, epochs, 0, "Override the job's number of epochs (0: the job's).");
+ABSL_FLAG(int, threads, 1, "BLAS threads of the CPU engine.");
+ABSL_FLAG(std::string, out, "", "Write the trained model to this file.");
+ABSL_FLAG(bool, json, false, "End with one JSON line of final metrics on stdout.");
+ABSL_FLAG(std::string, eval, "", "Evaluate this model file on the job's test data instead of training.");
+ABSL_FLAG(bool, progress, true, "Show a progress bar when stderr is a terminal.");
+
+namespace tagi {
+namespace {
+
+struct Options {
+  std::string job_path;
+  int epochs = 0;
+  int threads = 1;
+  std::string out;
+  bool json = false;
+  std::string eval;
+  bool progress = true;
+};
+
+constexpr size_t kEvalBatch = 256;
+
+std::string MetricsText(const tagi::v1::JobSpec& spec, const EvalMetrics& m) {
+  if (spec.head().has_classification()) {
+    return absl::StrFormat("test accuracy %.2f%%  test log-likelihood %.4f", 100.0 * m.accuracy,
+                           m.log_likelihood);
+  }
+  return absl::StrFormat("test RMSE %.4f  test log-likelihood %.4f", m.rmse, m.log_likelihood);
+}
+
+std::string MetricsJson(const tagi::v1::JobSpec& spec, const EvalMetrics& m) {
+  if (spec.head().has_classification()) {
+    return absl::StrFormat("\"test_accuracy\":%.6f,\"test_log_likelihood\":%.6f", m.accuracy,
+                           m.log_likelihood);
+  }
+  return absl::StrFormat("\"test_rmse\":%.6f,\"test_log_likelihood\":%.6f", m.rmse,
+                         m.log_likelihood);
+}
+
+absl::Status CheckDataFitsModel(const data::LoadedData& d, const engine::Architecture& arch) {
+  const auto& train = d.data.train;
+  if (train.input_dim != arch.input_width()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the data has %d inputs per sample but layers[0].in_features is %d", train.input_dim,
+        arch.input_width()));
+  }
+  if (!train.is_classification() && train.output_dim != arch.output_width()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the data has %d targets per sample but the last LINEAR layer has %d outputs",
+        train.output_dim, arch.output_width()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<tagi::v1::JobSpec> LoadJob(const Options& opt) {
+  TAGI_ASSIGN_OR_RETURN(tagi::v1::JobSpec spec, LoadJobSpecFile(opt.job_path));
+  if (opt.epochs > 0) spec.set_epochs(static_cast<uint32_t>(opt.epochs));
+  TAGI_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
+  if (device >= 0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "device \"%s\": this build of tagi-train runs the CPU engine only; set \"device\": "
+        "\"cpu\"", spec.device()));
+  }
+  TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
+  return spec;
+}
+
+absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
+  TAGI_ASSIGN_OR_RETURN(engine::ModelFile file, engine::LoadModelFile(opt.eval));
+  TAGI_ASSIGN_OR_RETURN(const engine::Architecture arch, engine::ArchitectureFromJobSpec(spec));
+  TAGI_RETURN_IF_ERROR(engine::CheckSameArchitecture(arch, file.architecture));
+  // Standardise with the statistics stored in the model, not re-fitted ones.
+  tagi::v1::DataSpec raw = spec.data();
+  raw.set_standardize(false);
+  TAGI_ASSIGN_OR_RETURN(data::LoadedData d, data::LoadData(raw, spec.seed()));
+  TAGI_RETURN_IF_ERROR(CheckDataFitsModel(d, arch));
+  const auto& prep = file.preprocessing;
+  data::Standardizer input{prep.input_mean, prep.input_std};
+  data::Standardizer target{prep.target_mean, prep.target_std};
+  auto& test = d.data.test;
+  if (!input.empty()) data::Apply(input, test.inputs, test.input_dim);
+  if (!target.empty()) data::Apply(target, test.targets, test.output_dim);
+
+  TAGI_ASSIGN_OR_RETURN(auto model, engine::Model::Create(arch, kEvalBatch));
+  std::copy(file.parameters.begin(), file.parameters.end(), model->parameters().begin());
+  model->ParametersChanged();
+  const float sigma_v = SigmaVAtEpoch(spec.noise(), spec.epochs() - 1);
+  const EvalMetrics m = EvaluateModel(*model, test, target, sigma_v, kEvalBatch);
+  std::fprintf(stderr, "%s: %zu test samples  %s\n", opt.eval.c_str(), m.samples,
+               MetricsText(spec, m).c_str());
+  if (opt.json) {
+    std::printf("{\"model\":\"%s\",\"test_samples\":%zu,%s,\"parameter_checksum\":\"%s\"}\n",
+                opt.eval.c_str(), m.samples, MetricsJson(spec, m).c_str(),
+                FingerprintHex(model->ParameterFingerprint()).c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec) {
+  TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
+  TAGI_ASSIGN_OR_RETURN(const engine::Architecture arch, engine::ArchitectureFromJobSpec(spec));
+  TAGI_RETURN_IF_ERROR(CheckDataFitsModel(d, arch));
+  TAGI_ASSIGN_OR_RETURN(auto model, engine::Model::Create(arch, spec.batch_size()));
+  const auto& init = spec.init();
+  model->Initialize(DeriveSeed(spec.seed(), kInitStream),
+                    {init.method() == tagi::v1::Init::XAVIER ? engine::InitMethod::kXavier
+                                                             : engine::InitMethod::kHe,
+                     InitGainWeight(init), InitGainBias(init)});
+  RealClock clock;
+  TrainerOptions options;
+  options.eval_batch = kEvalBatch;
+  Trainer trainer(spec, *model, d, clock, std::move(options));
+  std::fprintf(stderr, "%s: %s, %zu parameters, %zu training / %zu test samples, batch %u\n",
+               spec.name().empty() ? opt.job_path.c_str() : spec.name().c_str(),
+               arch.ToString().c_str(), arch.num_parameters(), d.data.train.num_samples,
+               d.data.test.num_samples, spec.batch_size());
+
+  const bool bar = opt.progress && ::isatty(STDERR_FILENO);
+  ProgressPrinter printer(stderr, clock, absl::Milliseconds(100));
+  EpochMetrics last;
+  double total_seconds = 0.0;
+  size_t total_samples = 0;
+  for (uint32_t e = 0; e < spec.epochs(); ++e) {
+    const std::string label = absl::StrFormat("epoch %d/%d", e + 1, spec.epochs());
+    ProgressFn progress;
+    if (bar) {
+      progress = [&](uint64_t, size_t step, size_t steps, absl::Duration elapsed) {
+        const double sec = absl::ToDoubleSeconds(elapsed);
+        const double rate = sec > 0 ? step * spec.batch_size() / sec : 0.0;
+        const auto eta = rate > 0 ? absl::Seconds((steps - step) * spec.batch_size() / rate)
+                                  : absl::InfiniteDuration();
+        printer.Update(RenderProgressBar(label, step * spec.batch_size(),
+                                         steps * spec.batch_size(), rate, eta),
+                       step == steps);
+      };
+    }
+    TAGI_ASSIGN_OR_RETURN(last, trainer.RunEpoch(e, 0, progress));
+    printer.Finish();
+    total_seconds += last.seconds;
+    total_samples += last.samples;
+    std::string train_acc;
+    if (spec.head().has_classification()) {
+      train_acc = absl::StrFormat("train accuracy %.2f%%  ", 100.0 * last.train_accuracy);
+    }
+    std::fprintf(stderr, "%s  %s%s  sigma_v %g  %s samples/s  %.2f s\n", label.c_str(),
+                 train_acc.c_str(), MetricsText(spec, last.test).c_str(), last.sigma_v,
+                 HumanCount(last.samples_per_second).c_str(), last.seconds);
+  }
+  const std::string checksum = FingerprintHex(model->ParameterFingerprint());
+  if (!opt.out.empty()) {
+    TAGI_RETURN_IF_ERROR(
+        engine::SaveModelFile(opt.out, arch, trainer.preprocessing(), model->parameters()));
+    std::fprintf(stderr, "model written to %s (parameter checksum %s)\n", opt.out.c_str(),
+                 checksum.c_str());
+  }
+  if (opt.json) {
+    std::printf("{\"job\":\"%s\",\"epochs\":%u,%s,\"train_seconds\":%.3f,"
+                "\"samples_per_second\":%.1f,\"parameter_checksum\":\"%s\"}\n",
+                spec.name().c_str(), spec.epochs(), MetricsJson(spec, last.test).c_str(),
+                total_seconds, total_seconds > 0 ? total_samples / total_seconds : 0.0,
+                checksum.c_str());
+  }
+  return absl::OkStatus();
+}
+
+int Run(const Options& opt) {
+  engine::SetBlasThreads(opt.threads);
+  absl::Status st;
+  auto spec = LoadJob(opt);
+  if (!spec.ok()) {
+    st = spec.status();
+  } else {
+    st = opt.eval.empty() ? RunTrain(opt, *spec) : RunEval(opt, *spec);
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "tagi-train: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tagi
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "single-process TAGI training.\n"
+      "  tagi-train JOB.json [--epochs N] [--threads T] [--out model.tagi] [--json]\n"
+      "  tagi-train --eval model.tagi JOB.json [--json]\n"
+      "Run with --helpfull for every flag.");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::fprintf(stderr, "tagi-train: expected exactly one job file (got %zu); see --help\n",
+                 args.size() - 1);
+    return 2;
+  }
+  tagi::Options opt;
+  opt.job_path = args[1];
+  opt.epochs = absl::GetFlag(FLAGS_epochs);
+  opt.threads = absl::GetFlag(FLAGS_threads);
+  opt.out = absl::GetFlag(FLAGS_out);
+  opt.json = absl::GetFlag(FLAGS_json);
+  opt.eval = absl::GetFlag(FLAGS_eval);
+  opt.progress = absl::GetFlag(FLAGS_progress);
+  if (opt.epochs < 0 || opt.threads < 1 || opt.threads > 256) {
+    std::fprintf(stderr, "tagi-train: --epochs must be >= 0 and --threads in 1..256\n");
+    return 2;
+  }
+  return tagi::Run(opt);
+}
