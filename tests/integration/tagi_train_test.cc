@@ -1,0 +1,252 @@
+// tagi-train as a user runs it: the real binary, real files, real exit
+// codes. Bad inputs must end in a precise message and exit code 1 (2 for
+// usage errors), never a crash, and must leave no model file behind.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace tagi {
+namespace {
+
+using ::testing::HasSubstr;
+using ::tagi::testing::ProcessResult;
+using ::tagi::testing::RunProcess;
+using ::tagi::testing::TempDir;
+
+const std::string kTrain = std::string(TAGI_BIN_DIR) + "/tagi-train";
+const std::string kExamples = std::string(TAGI_SOURCE_DIR) + "/examples";
+constexpr char kFmnistDir[] = "/usr/share/datasets/fashion-mnist";
+
+bool HaveFashionMnist() {
+  return std::filesystem::exists(std::string(kFmnistDir) + "/train-images-idx3-ubyte.gz");
+}
+
+ProcessResult Train(std::vector<std::string> args) {
+  args.insert(args.begin(), kTrain);
+  return RunProcess(args, absl::Seconds(300));
+}
+
+// A small Fashion-MNIST job: 3000 training and 1000 test samples.
+std::string SmallFmnistJob(const std::string& extra = "") {
+  return absl::StrCat(R"({
+    "name": "fmnist-small",
+    "layers": [
+      {"kind": "LINEAR", "inFeatures": 784, "outFeatures": 64}, {"kind": "RELU"},
+      {"kind": "LINEAR", "inFeatures": 64, "outFeatures": 11}],
+    "head": {"classification": {"numClasses": 10}},
+    "data": {"kind": "FASHION_MNIST", "trainLimit": 3000, "testLimit": 1000},
+    "noise": {"sigmaV": 1.0}, "batchSize": 16, "epochs": 2, "seed": 5)",
+                      extra, "}");
+}
+
+// Pulls "key":number out of the JSON line.
+double JsonNumber(const std::string& text, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":([-0-9.eE+]+)");
+  if (!std::regex_search(text, m, re)) return std::nan("");
+  return std::stod(m[1]);
+}
+
+std::string JsonString(const std::string& text, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":\"([^\"]*)\"");
+  return std::regex_search(text, m, re) ? std::string(m[1]) : "";
+}
+
+void ExpectCleanFailure(const ProcessResult& r, int code, const std::string& message) {
+  EXPECT_FALSE(r.signaled) << "crashed with signal " << r.signal << "\n" << r.err;
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, code) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(message));
+}
+
+TEST(TagiTrain, TrainsSavesAndEvaluatesToTheSameAccuracy) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string job = dir.Write("job.json", SmallFmnistJob());
+  const std::string model = dir.File("model.tagi");
+  const ProcessResult r = Train({job, "--out", model, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("epoch 2/2"));
+  const double acc = JsonNumber(r.out, "test_accuracy");
+  EXPECT_GT(acc, 0.70) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(model));
+
+  const ProcessResult e = Train({"--eval", model, job, "--json"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NEAR(JsonNumber(e.out, "test_accuracy"), acc, 1e-9);
+  EXPECT_NEAR(JsonNumber(e.out, "test_log_likelihood"), JsonNumber(r.out, "test_log_likelihood"),
+              1e-6);
+  EXPECT_EQ(JsonString(e.out, "parameter_checksum"), JsonString(r.out, "parameter_checksum"));
+}
+
+TEST(TagiTrain, SameJobTwiceGivesTheSameModel) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  const std::string job = dir.Write("job.json", SmallFmnistJob());
+  const ProcessResult a = Train({job, "--epochs", "1", "--json"});
+  const ProcessResult b = Train({job, "--epochs", "1", "--json"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(JsonString(a.out, "parameter_checksum").size(), 16u);
+  EXPECT_EQ(JsonString(a.out, "parameter_checksum"), JsonString(b.out, "parameter_checksum"));
+  // A different seed gives a different model.
+  const std::string job2 = dir.Write("job2.json", absl::StrReplaceAll(SmallFmnistJob(),
+                                                                      {{"\"seed\": 5", "\"seed\": 6"}}));
+  const ProcessResult c = Train({job2, "--epochs", "1", "--json"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(JsonString(a.out, "parameter_checksum"), JsonString(c.out, "parameter_checksum"));
+}
+
+// The acceptance figure of the engine: the full data set, the example job.
+TEST(TagiTrain, FashionMnistExampleReachesTheReferenceAccuracy) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const ProcessResult one = Train({kExamples + "/fmnist_fnn.json", "--epochs", "1", "--json"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_GE(JsonNumber(one.out, "test_accuracy"), 0.845) << one.err;
+  const ProcessResult three = Train({kExamples + "/fmnist_fnn.json", "--epochs", "3", "--json"});
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_GE(JsonNumber(three.out, "test_accuracy"), 0.860) << three.err;
+}
+
+TEST(TagiTrain, ToyRegressionExampleFitsTheCubic) {
+  const ProcessResult r = Train({kExamples + "/toy_cubic.json", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The noise has standard deviation 3 around x^3 on [-4, 4] (range about
+  // 128): a fitted model is within a few noise widths.
+  EXPECT_LT(JsonNumber(r.out, "test_rmse"), 9.0) << r.out;
+  EXPECT_GT(JsonNumber(r.out, "test_log_likelihood"), -4.5) << r.out;
+}
+
+TEST(TagiTrain, CsvRegressionEndToEnd) {
+  TempDir dir;
+  // y = 2 x1 - x2 + 0.5, no noise.
+  std::string train = "x1,x2,y\n";
+  std::string test = "x1,x2,y\n";
+  for (int i = 0; i < 400; ++i) {
+    const double x1 = (i % 20) / 10.0 - 1.0;
+    const double x2 = (i / 20) / 10.0 - 1.0;
+    absl::StrAppend(i % 4 == 0 ? &test : &train, x1, ",", x2, ",", 2 * x1 - x2 + 0.5, "\n");
+  }
+  const std::string job = dir.Write("job.json", absl::StrCat(R"({
+    "layers": [{"kind": "LINEAR", "inFeatures": 2, "outFeatures": 32}, {"kind": "RELU"},
+               {"kind": "LINEAR", "inFeatures": 32, "outFeatures": 1}],
+    "head": {"regression": {}},
+    "data": {"kind": "CSV", "trainCsv": ")", dir.Write("train.csv", train), R"(",
+             "testCsv": ")", dir.Write("test.csv", test), R"(", "csvHasHeader": true},
+    "noise": {"sigmaV": 0.1}, "batchSize": 8, "epochs": 20, "seed": 3})"));
+  const ProcessResult r = Train({job, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The target's standard deviation is about 1.3; a fit is far below it.
+  EXPECT_LT(JsonNumber(r.out, "test_rmse"), 0.3) << r.out;
+}
+
+TEST(TagiTrain, MissingJobFileIsAClearError) {
+  TempDir dir;
+  ExpectCleanFailure(Train({dir.File("nope.json")}), 1, "nope.json");
+}
+
+TEST(TagiTrain, MalformedJsonIsAClearError) {
+  TempDir dir;
+  ExpectCleanFailure(Train({dir.Write("job.json", "{\"layers\": [")}), 1,
+                     "not valid JobSpec JSON");
+}
+
+TEST(TagiTrain, InvalidJobNamesEveryWrongField) {
+  TempDir dir;
+  const std::string job = dir.Write("job.json", R"({
+    "layers": [{"kind": "LINEAR", "inFeatures": 784, "outFeatures": 100}, {"kind": "RELU"},
+               {"kind": "LINEAR", "inFeatures": 50, "outFeatures": 10}],
+    "head": {"classification": {"numClasses": 10}},
+    "data": {"kind": "FASHION_MNIST"},
+    "noise": {"sigmaV": -1}, "batchSize": 0, "epochs": 1})");
+  const ProcessResult r = Train({job, "--out", dir.File("m.tagi")});
+  ExpectCleanFailure(r, 1, "layers[2].in_features: 50 does not match");
+  EXPECT_THAT(r.err, HasSubstr("need 11"));
+  EXPECT_THAT(r.err, HasSubstr("noise.sigma_v"));
+  EXPECT_THAT(r.err, HasSubstr("batch_size: 0"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("m.tagi")));
+}
+
+TEST(TagiTrain, MissingDataFileIsAClearError) {
+  TempDir dir;
+  const std::string job = dir.Write("job.json", absl::StrCat(R"({
+    "layers": [{"kind": "LINEAR", "inFeatures": 784, "outFeatures": 11}],
+    "head": {"classification": {"numClasses": 10}},
+    "data": {"kind": "MNIST", "trainImages": ")", dir.File("missing-images"), R"(",
+             "trainLabels": "/nonexistent/l", "testImages": "/nonexistent/ti",
+             "testLabels": "/nonexistent/tl"},
+    "noise": {"sigmaV": 1}, "batchSize": 4, "epochs": 1})"));
+  const ProcessResult r = Train({job});
+  ExpectCleanFailure(r, 1, "missing-images");
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/tl"));
+}
+
+TEST(TagiTrain, CorruptDataFileIsAClearError) {
+  TempDir dir;
+  const std::string junk = dir.Write("junk.idx", "this is not an IDX file at all");
+  const std::string job = dir.Write("job.json", absl::StrCat(R"({
+    "layers": [{"kind": "LINEAR", "inFeatures": 784, "outFeatures": 11}],
+    "head": {"classification": {"numClasses": 10}},
+    "data": {"kind": "MNIST", "trainImages": ")", junk, R"(", "trainLabels": ")", junk,
+             R"(", "testImages": ")", junk, R"(", "testLabels": ")", junk, R"("},
+    "noise": {"sigmaV": 1}, "batchSize": 4, "epochs": 1})"));
+  ExpectCleanFailure(Train({job}), 1, "junk.idx");
+}
+
+TEST(TagiTrain, EvalRefusesCorruptAndMismatchedModels) {
+  TempDir dir;
+  const std::string job = dir.Write("toy.json", R"({
+    "layers": [{"kind": "LINEAR", "inFeatures": 1, "outFeatures": 8}, {"kind": "RELU"},
+               {"kind": "LINEAR", "inFeatures": 8, "outFeatures": 1}],
+    "head": {"regression": {}}, "data": {"kind": "TOY_CUBIC"},
+    "noise": {"sigmaV": 0.3}, "batchSize": 4, "epochs": 1, "seed": 1})");
+  const std::string model = dir.File("m.tagi");
+  ASSERT_EQ(Train({job, "--out", model}).exit_code, 0);
+
+  // Flip one bit in the middle of the file.
+  std::string bytes;
+  {
+    std::ifstream in(model, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x10;
+  ExpectCleanFailure(Train({"--eval", dir.Write("flip.tagi", flipped), job}), 1, "checksum");
+  ExpectCleanFailure(Train({"--eval", dir.Write("cut.tagi", bytes.substr(0, bytes.size() - 7)),
+                            job}),
+                     1, "truncated");
+
+  const std::string other = dir.Write("other.json", absl::StrReplaceAll(
+      R"({
+    "layers": [{"kind": "LINEAR", "inFeatures": 1, "outFeatures": 16}, {"kind": "RELU"},
+               {"kind": "LINEAR", "inFeatures": 16, "outFeatures": 1}],
+    "head": {"regression": {}}, "data": {"kind": "TOY_CUBIC"},
+    "noise": {"sigmaV": 0.3}, "batchSize": 4, "epochs": 1, "seed": 1})", {}));
+  ExpectCleanFailure(Train({"--eval", model, other}), 1, "architecture mismatch");
+}
+
+TEST(TagiTrain, UsageErrorsExitWithTwo) {
+  ExpectCleanFailure(Train({}), 2, "expected exactly one job file");
+  ExpectCleanFailure(Train({"a.json", "b.json"}), 2, "expected exactly one job file");
+  ExpectCleanFailure(Train({kExamples + "/toy_cubic.json", "--threads", "0"}), 2, "--threads");
+}
+
+TEST(TagiTrain, CudaDeviceIsRefusedByTheCpuEngine) {
+  TempDir dir;
+  const std::string job = dir.Write("job.json", R"({
+    "layers": [{"kind": "LINEAR", "inFeatures": 1, "outFeatures": 1}],
+    "head": {"regression": {}}, "data": {"kind": "TOY_CUBIC"},
+    "noise": {"sigmaV": 1}, "batchSize": 4, "epochs": 1, "device": "cuda:0"})");
+  ExpectCleanFailure(Train({job}), 1, "CPU engine only");
+}
+
+}  // namespace
+}  // namespace tagi

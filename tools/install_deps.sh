@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tagi-ddp needs, when any is missing.
+# Idempotent and quick when everything is present (no apt-get call at all).
+set -euo pipefail
+
+PACKAGES=(
+  cmake g++ make pkg-config
+  libabsl-dev libprotobuf-dev protobuf-compiler
+  libopenblas-dev zlib1g-dev
+  libgtest-dev libgmock-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO="sudo"; else
+    echo "deps: not root and no sudo; install these packages: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
