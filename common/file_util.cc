@@ -54,7 +54,9 @@ absl::Status WriteAll(int fd, const std::string& data, const std::string& path) 
 }  // namespace
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_size) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the regular-file
+  // check below refuses it.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return ErrnoError("cannot open", path);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("cannot stat", path);
@@ -88,7 +90,11 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& data) {
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
   Fd fd(::mkstemp(tmp.data()));
   if (fd.get() < 0) return ErrnoError("cannot create a temporary file for", path);
-  absl::Status st = WriteAll(fd.get(), data, tmp);
+  // mkstemp creates 0600; model and state files are readable like any
+  // file written with the default umask (reading the umask would change it).
+  absl::Status st =
+      ::fchmod(fd.get(), 0644) == 0 ? absl::OkStatus() : ErrnoError("cannot chmod", tmp);
+  if (st.ok()) st = WriteAll(fd.get(), data, tmp);
   if (st.ok() && ::fsync(fd.get()) != 0) st = ErrnoError("cannot fsync", tmp);
   if (st.ok() && ::close(fd.Release()) != 0) st = ErrnoError("cannot close", tmp);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {

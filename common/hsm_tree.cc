@@ -1,6 +1,6 @@
 #include "common/hsm_tree.h"
 
-#include <cassert>
+#include "absl/base/internal/raw_logging.h"
 
 namespace tagi {
 namespace {
@@ -30,7 +30,8 @@ HsmTree::HsmTree(int num_classes)
     : num_classes_(num_classes),
       levels_(Levels(num_classes)),
       output_width_(OutputWidth(num_classes)) {
-  assert(num_classes >= 2 && num_classes <= kMaxClasses);
+  ABSL_RAW_CHECK(num_classes >= 2 && num_classes <= kMaxClasses,
+                 "HsmTree needs 2..65536 classes");
   nodes_.resize(static_cast<size_t>(num_classes_) * levels_);
   targets_.resize(nodes_.size());
   for (int r = 0; r < num_classes_; ++r) {

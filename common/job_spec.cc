@@ -226,6 +226,13 @@ void CheckTraining(const JobSpec& spec, Problems& p) {
     p.Add("init.gain_bias: %g; expected a finite value > 0", init.gain_bias());
   }
   if (!tagi::v1::Init::Method_IsValid(init.method())) p.Add("init.method: unknown");
+  if (!JobSpec::Reduction_IsValid(spec.reduction())) {
+    p.Add("reduction: %d is unknown; expected SUM or AVERAGE", static_cast<int>(spec.reduction()));
+  }
+  if (!JobSpec::Backend_IsValid(spec.backend())) {
+    p.Add("backend: %d is unknown; expected GLOO or NCCL (or unset for automatic)",
+          static_cast<int>(spec.backend()));
+  }
   if (spec.world_size() > kMaxWorldSize) {
     p.Add("world_size: %d; expected 0 (the coordinator's --world) or 1..%d",
           spec.world_size(), kMaxWorldSize);

@@ -16,8 +16,11 @@ std::string HumanCount(double value) {
 
 std::string RenderProgressBar(const std::string& label, size_t done, size_t total,
                               double samples_per_second, absl::Duration eta, int bar_width) {
-  const double frac = total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / total);
-  const int filled = static_cast<int>(frac * bar_width);
+  // Integer arithmetic: 29/100 must read 29 %, not 28 % from 0.29 * 100.
+  const size_t clamped = std::min(done, total);
+  const int percent = total == 0 ? 100 : static_cast<int>(clamped * 100 / total);
+  const int filled =
+      total == 0 ? bar_width : static_cast<int>(clamped * static_cast<size_t>(bar_width) / total);
   std::string bar(static_cast<size_t>(filled), '=');
   if (filled < bar_width) {
     bar += '>';
@@ -28,7 +31,7 @@ std::string RenderProgressBar(const std::string& label, size_t done, size_t tota
     eta_text = absl::StrFormat("%.1fs", absl::ToDoubleSeconds(eta));
   }
   return absl::StrFormat("%s [%s] %3d%% %d/%d  %s samples/s  ETA %s", label, bar,
-                         static_cast<int>(frac * 100.0), done, total,
+                         percent, done, total,
                          HumanCount(samples_per_second), eta_text);
 }
 

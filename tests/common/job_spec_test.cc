@@ -1,0 +1,334 @@
+#include "common/job_spec.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/job_spec_samples.h"
+
+namespace tagi {
+namespace {
+
+using ::tagi::test::CsvSpec;
+using ::tagi::test::ValidSpec;
+using ::tagi::v1::DataSpec;
+using ::tagi::v1::JobSpec;
+using ::tagi::v1::Layer;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kExampleJob[] = TAGI_SOURCE_DIR "/examples/fmnist_fnn.json";
+
+// The message of ValidateJobSpec, which must be InvalidArgument.
+
+std::string Problems(const JobSpec& spec) {
+  const absl::Status s = ValidateJobSpec(spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  return std::string(s.message());
+}
+
+TEST(JobSpec, ExampleFileParsesAndValidates) {
+  auto spec = LoadJobSpecFile(kExampleJob);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "fmnist-fnn");
+  EXPECT_EQ(spec->layers_size(), 5);
+  EXPECT_EQ(spec->head().classification().num_classes(), 10u);
+  EXPECT_TRUE(IsSumReduction(*spec));
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+}
+
+TEST(JobSpec, ValidBaseSpecsValidate) {
+  EXPECT_TRUE(ValidateJobSpec(ValidSpec()).ok()) << ValidateJobSpec(ValidSpec());
+  EXPECT_TRUE(ValidateJobSpec(CsvSpec()).ok()) << ValidateJobSpec(CsvSpec());
+  JobSpec toy = CsvSpec();
+  toy.mutable_data()->Clear();
+  toy.mutable_data()->set_kind(DataSpec::TOY_CUBIC);
+  toy.mutable_layers(0)->set_in_features(1);
+  EXPECT_TRUE(ValidateJobSpec(toy).ok()) << ValidateJobSpec(toy);
+}
+
+// --- Layers -----------------------------------------------------------------
+
+TEST(JobSpec, LayerSizesMustChain) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(2)->set_in_features(64);
+  EXPECT_THAT(Problems(spec),
+              AllOf(HasSubstr("layers[2].in_features"), HasSubstr("64"), HasSubstr("32")));
+}
+
+TEST(JobSpec, UnknownLayerKindIsNamed) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(1)->set_kind(static_cast<Layer::Kind>(42));
+  EXPECT_THAT(Problems(spec),
+              AllOf(HasSubstr("layers[1].kind"), HasSubstr("LINEAR"), HasSubstr("LEAKY_RELU")));
+}
+
+TEST(JobSpec, MissingLayerKindIsNamed) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(1)->clear_kind();
+  EXPECT_THAT(Problems(spec), HasSubstr("layers[1].kind: missing"));
+}
+
+TEST(JobSpec, FirstLayerMustBeLinear) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(0)->Clear();
+  spec.mutable_layers(0)->set_kind(Layer::TANH);
+  EXPECT_THAT(Problems(spec),
+              AllOf(HasSubstr("layers[0]"), HasSubstr("LINEAR"), HasSubstr("TANH")));
+}
+
+TEST(JobSpec, EmptyLayerListIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.clear_layers();
+  EXPECT_THAT(Problems(spec), HasSubstr("layers: empty"));
+}
+
+TEST(JobSpec, ActivationWithInFeaturesIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(1)->set_in_features(32);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers[1]"), HasSubstr("in_features")));
+}
+
+TEST(JobSpec, NegativeSlopeOnANonLeakyLayerIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(1)->set_negative_slope(0.2f);  // layer 1 is RELU
+  EXPECT_THAT(Problems(spec), HasSubstr("layers[1].negative_slope"));
+  JobSpec linear = ValidSpec();
+  linear.mutable_layers(0)->set_negative_slope(0.2f);
+  EXPECT_THAT(Problems(linear), HasSubstr("layers[0].negative_slope"));
+}
+
+TEST(JobSpec, LeakySlopeMustLieInTheOpenUnitInterval) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(1)->set_kind(Layer::LEAKY_RELU);
+  spec.mutable_layers(1)->set_negative_slope(0.2f);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_layers(1)->set_negative_slope(1.5f);
+  EXPECT_THAT(Problems(spec), HasSubstr("layers[1].negative_slope: 1.5"));
+}
+
+TEST(JobSpec, LinearWidthsOutsideLimitsAreRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(2)->set_out_features(0);
+  EXPECT_THAT(Problems(spec), HasSubstr("layers[2].out_features: 0"));
+}
+
+TEST(JobSpec, TooManyParametersAreRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(0)->set_out_features(kMaxLayerWidth);
+  spec.mutable_layers(2)->set_in_features(kMaxLayerWidth);
+  // 785 * 65536 + 65537 * 11 parameters is fine; two 65536-wide layers are not.
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  Layer* wide = spec.mutable_layers()->Add();
+  *wide = spec.layers(2);
+  spec.mutable_layers(2)->set_out_features(kMaxLayerWidth);
+  wide->set_in_features(kMaxLayerWidth);
+  EXPECT_THAT(Problems(spec), HasSubstr("parameters"));
+}
+
+TEST(JobSpec, TooManyLayersAreRefused) {
+  JobSpec spec = ValidSpec();
+  while (spec.layers_size() <= kMaxLayers) *spec.add_layers() = spec.layers(1);
+  EXPECT_THAT(Problems(spec), HasSubstr("layers: 257 layers"));
+}
+
+// --- Widths against head and data -----------------------------------------
+
+TEST(JobSpec, LastLinearMustMatchTheHierarchicalSoftmaxWidth) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(2)->set_out_features(10);  // K = 10 needs 11
+  EXPECT_THAT(Problems(spec),
+              AllOf(HasSubstr("layers"), HasSubstr("10 outputs"), HasSubstr("need 11")));
+}
+
+TEST(JobSpec, LastLinearMustMatchTheRegressionTargets) {
+  JobSpec spec = CsvSpec();
+  spec.mutable_data()->set_target_columns(3);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("1 outputs"), HasSubstr("needs 3")));
+  spec.mutable_layers(2)->set_out_features(3);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(JobSpec, FirstLayerMustTakeTheImageWidth) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_layers(0)->set_in_features(100);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers[0].in_features: 100"), HasSubstr("784")));
+}
+
+// --- Head and data ------------------------------------------------------------
+
+TEST(JobSpec, MissingHeadIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.clear_head();
+  EXPECT_THAT(Problems(spec), HasSubstr("head: missing"));
+}
+
+TEST(JobSpec, OneClassIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_head()->mutable_classification()->set_num_classes(1);
+  EXPECT_THAT(Problems(spec), HasSubstr("head.classification.num_classes: 1"));
+}
+
+TEST(JobSpec, ImageDataHasTenClasses) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_head()->mutable_classification()->set_num_classes(16);
+  spec.mutable_layers(2)->set_out_features(15);
+  EXPECT_THAT(Problems(spec), HasSubstr("head.classification.num_classes: 16"));
+}
+
+TEST(JobSpec, ClassificationNeedsLabelledData) {
+  JobSpec spec = CsvSpec();
+  spec.mutable_head()->mutable_classification()->set_num_classes(2);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("head"), HasSubstr("CSV")));
+}
+
+TEST(JobSpec, RegressionNeedsNumericData) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_head()->mutable_regression();
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("head: regression"), HasSubstr("FASHION_MNIST")));
+}
+
+TEST(JobSpec, MissingDataKindIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_data()->clear_kind();
+  EXPECT_THAT(Problems(spec), HasSubstr("data.kind: missing"));
+}
+
+TEST(JobSpec, MnistNeedsItsPaths) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_data()->set_kind(DataSpec::MNIST);
+  spec.mutable_data()->set_train_images("/d/train-images");
+  const std::string msg = Problems(spec);
+  EXPECT_THAT(msg, Not(HasSubstr("data.train_images")));
+  EXPECT_THAT(msg, AllOf(HasSubstr("data.train_labels"), HasSubstr("data.test_images"),
+                         HasSubstr("data.test_labels")));
+}
+
+TEST(JobSpec, CsvNeedsItsPaths) {
+  JobSpec spec = CsvSpec();
+  spec.mutable_data()->clear_train_csv();
+  spec.mutable_data()->clear_test_csv();
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("data.train_csv"), HasSubstr("data.test_csv")));
+}
+
+TEST(JobSpec, CsvNeedsAtLeastOneTargetColumn) {
+  JobSpec spec = CsvSpec();
+  spec.mutable_data()->set_target_columns(0);
+  EXPECT_THAT(Problems(spec), HasSubstr("data.target_columns"));
+}
+
+// --- Training -----------------------------------------------------------------
+
+TEST(JobSpec, ZeroBatchSizeIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.set_batch_size(0);
+  EXPECT_THAT(Problems(spec), HasSubstr("batch_size: 0"));
+}
+
+TEST(JobSpec, ZeroEpochsAreRefused) {
+  JobSpec spec = ValidSpec();
+  spec.set_epochs(0);
+  EXPECT_THAT(Problems(spec), HasSubstr("epochs: 0"));
+}
+
+TEST(JobSpec, NegativeSigmaVIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_noise()->set_sigma_v(-1.0f);
+  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigma_v: -1"));
+}
+
+TEST(JobSpec, ZeroSigmaVIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_noise()->set_sigma_v(0.0f);
+  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigma_v: 0"));
+}
+
+TEST(JobSpec, DecayOutOfRangeIsRefused) {
+  for (float decay : {0.0f, -0.5f, 1.5f}) {
+    JobSpec spec = ValidSpec();
+    spec.mutable_noise()->set_decay(decay);
+    EXPECT_THAT(Problems(spec), HasSubstr("noise.decay")) << decay;
+  }
+  JobSpec one = ValidSpec();
+  one.mutable_noise()->set_decay(1.0f);
+  EXPECT_TRUE(ValidateJobSpec(one).ok()) << ValidateJobSpec(one);
+}
+
+TEST(JobSpec, SigmaVMinAboveSigmaVIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_noise()->set_sigma_v_min(2.0f);
+  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigma_v_min: 2"));
+}
+
+TEST(JobSpec, NonPositiveInitGainIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_init()->set_gain_weight(0.0f);
+  spec.mutable_init()->set_gain_bias(-1.0f);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("init.gain_weight"), HasSubstr("init.gain_bias")));
+}
+
+TEST(JobSpec, UnknownInitMethodNumberIsRefused) {
+  // proto3 enums are open: a number outside the enum survives parsing and
+  // must be caught here rather than silently read as the default.
+  JobSpec spec = ValidSpec();
+  spec.mutable_init()->set_method(static_cast<tagi::v1::Init::Method>(9));
+  EXPECT_THAT(Problems(spec), HasSubstr("init.method"));
+}
+
+// The JSON mapping accepts enum numbers, so {"reduction": 9} reaches
+// validation; it must not be silently treated as AVERAGE.
+TEST(JobSpec, UnknownReductionNumberIsRefused) {
+  JobSpec spec = ValidSpec();
+  auto patch = ParseJobSpecJson(R"({"reduction": 9})");
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  spec.MergeFrom(*patch);
+  EXPECT_THAT(Problems(spec), HasSubstr("reduction"));
+}
+
+TEST(JobSpec, UnknownBackendNumberIsRefused) {
+  JobSpec spec = ValidSpec();
+  auto patch = ParseJobSpecJson(R"({"backend": 7})");
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  spec.MergeFrom(*patch);
+  EXPECT_THAT(Problems(spec), HasSubstr("backend"));
+}
+
+TEST(JobSpec, WorldSizeAboveTheLimitIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.set_world_size(kMaxWorldSize + 1);
+  EXPECT_THAT(Problems(spec), HasSubstr("world_size"));
+}
+
+TEST(JobSpec, BadDeviceStringsAreRefused) {
+  for (const char* device : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CPU"}) {
+    JobSpec spec = ValidSpec();
+    spec.set_device(device);
+    EXPECT_THAT(Problems(spec), AllOf(HasSubstr("device"), HasSubstr(device))) << device;
+  }
+}
+
+TEST(JobSpec, NcclBackendNeedsACudaDevice) {
+  JobSpec spec = ValidSpec();
+  spec.set_backend(JobSpec::NCCL);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("backend"), HasSubstr("NCCL")));
+  spec.set_device("cuda:0");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(JobSpec, ReportsEveryProblemInOneMessage) {
+  JobSpec spec = ValidSpec();
+  spec.set_batch_size(0);
+  spec.set_epochs(0);
+  spec.mutable_noise()->set_sigma_v(0.0f);
+  spec.mutable_layers(2)->set_in_features(5);
+  spec.set_device("gpu");
+  const std::string msg = Problems(spec);
+  EXPECT_THAT(msg, AllOf(HasSubstr("batch_size"), HasSubstr("epochs"), HasSubstr("noise.sigma_v"),
+                         HasSubstr("layers[2].in_features"), HasSubstr("device")));
+  EXPECT_THAT(msg, HasSubstr("; "));
+}
+
+}  // namespace
+}  // namespace tagi
