@@ -44,6 +44,8 @@ std::string Architecture::ToString() const {
   for (const auto& l : layers) {
     if (l.kind == LayerKind::kLinear) {
       absl::StrAppend(&s, "-", l.out);
+    } else if (l.kind == LayerKind::kLeakyRelu) {
+      absl::StrAppend(&s, "-", LayerKindName(l.kind), "(", l.slope, ")");
     } else {
       absl::StrAppend(&s, "-", LayerKindName(l.kind));
     }

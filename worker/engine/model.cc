@@ -46,7 +46,7 @@ void Model::Build() {
 
   num_params_ = arch_.num_parameters();
   params_.assign(2 * num_params_, 0.0f);
-  deltas_.assign(2 * num_params_, 0.0f);
+  deltas_.assign(2 * num_params_ + kControlWords, 0.0f);
   size_t offset = 0;
   for (Linear* l : linears_) {
     const size_t nw = l->num_weights();

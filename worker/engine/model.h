@@ -75,8 +75,13 @@ class Model {
   // The arenas: [mu of N parameters][var of N parameters].
   std::span<float> parameters() { return params_; }
   std::span<const float> parameters() const { return params_; }
-  std::span<float> deltas() { return deltas_; }
-  std::span<const float> deltas() const { return deltas_; }
+  std::span<float> deltas() { return {deltas_.data(), 2 * num_params_}; }
+  std::span<const float> deltas() const { return {deltas_.data(), 2 * num_params_}; }
+  // deltas() followed by kControlWords floats that the data-parallel step
+  // reduces together with the deltas (e.g. a stop vote), so that one
+  // all-reduce per step carries both.
+  static constexpr size_t kControlWords = 1;
+  std::span<float> reduce_buffer() { return deltas_; }
   // Call after writing parameters() directly (loading a file, a broadcast).
   void ParametersChanged();
   // Fingerprint64 of the parameter arena: equal for bit-identical models.

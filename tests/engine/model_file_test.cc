@@ -1,0 +1,321 @@
+// Model files: the byte layout documented in model_file.h, bit-exact round
+// trips, and detection of every truncation, bit flip and hostile length.
+#include "worker/engine/model_file.h"
+
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/engine/model.h"
+
+namespace tagi::engine {
+namespace {
+
+constexpr size_t kHeaderBytes = 8 + 4 + 8;  // magic, version, body length
+
+// A fresh directory for one test, removed with its contents afterwards.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static std::atomic<int> counter{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            absl::StrCat("tagi_engine_test_", info->name(), "_", ::getpid(), "_", counter++);
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string Path(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+Architecture LeakyRegression() {
+  return {{{LayerKind::kLinear, 3, 4, 0.0f},
+           {LayerKind::kLeakyRelu, 0, 0, 0.1f},
+           {LayerKind::kLinear, 4, 2, 0.0f}},
+          {HeadKind::kRegression, 0}};
+}
+
+Architecture HsmArchitecture() {
+  return {{{LayerKind::kLinear, 3, 5, 0.0f},
+           {LayerKind::kRelu, 0, 0, 0.0f},
+           {LayerKind::kLinear, 5, 3, 0.0f}},
+          {HeadKind::kClassification, 3}};
+}
+
+Preprocessing SomePreprocessing() {
+  return {{1.0f, -2.5f, 3.25f}, {0.5f, 1.5f, 2.0f}, {10.0f, -0.125f}, {3.0f, 0.75f}};
+}
+
+// 2N floats with awkward bit patterns: signed zero, a subnormal, infinities,
+// a NaN with a payload, and ordinary values.
+std::vector<float> AwkwardParameters(size_t n) {
+  std::vector<float> p(2 * n);
+  for (size_t k = 0; k < p.size(); ++k) p[k] = 0.37f * static_cast<float>(k) - 5.0f;
+  p[0] = -0.0f;
+  p[1] = std::numeric_limits<float>::denorm_min();
+  p[2] = std::numeric_limits<float>::infinity();
+  p[3] = -std::numeric_limits<float>::max();
+  const uint32_t nan_bits = 0x7fc01234u;
+  std::memcpy(&p[4], &nan_bits, sizeof(nan_bits));
+  return p;
+}
+
+bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+uint32_t ReadU32(const std::string& s, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(s[at + i]);
+  return v;
+}
+uint64_t ReadU64(const std::string& s, size_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(s[at + i]);
+  return v;
+}
+void WriteU32(std::string& s, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint32_t ZlibCrc(const std::string& s, size_t len) {
+  return static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(s.data()), static_cast<uInt>(len)));
+}
+// Rewrites the trailer so that the checksum matches again.
+void FixCrc(std::string& s) { WriteU32(s, s.size() - 4, ZlibCrc(s, s.size() - 4)); }
+
+absl::StatusOr<ModelFile> Decode(const std::string& bytes) {
+  return DecodeModelFile(std::span<const char>(bytes.data(), bytes.size()));
+}
+
+std::string EncodeStandardFile() {
+  const Architecture arch = LeakyRegression();
+  return EncodeModelFile(arch, SomePreprocessing(), AwkwardParameters(arch.num_parameters()));
+}
+
+TEST(ModelFile, RoundTripIsBitExact) {
+  const Architecture arch = LeakyRegression();
+  const std::vector<float> params = AwkwardParameters(arch.num_parameters());
+  const std::string bytes = EncodeModelFile(arch, SomePreprocessing(), params);
+  const auto file = Decode(bytes);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->architecture, arch);
+  EXPECT_EQ(file->architecture.layers[1].slope, 0.1f);
+  EXPECT_EQ(file->preprocessing, SomePreprocessing());
+  EXPECT_TRUE(BitIdentical(file->parameters, params));
+}
+
+TEST(ModelFile, RoundTripsAClassifierWithoutPreprocessing) {
+  const Architecture arch = HsmArchitecture();
+  const std::vector<float> params = AwkwardParameters(arch.num_parameters());
+  const auto file = Decode(EncodeModelFile(arch, {}, params));
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->architecture, arch);
+  EXPECT_EQ(file->preprocessing, Preprocessing{});
+  EXPECT_TRUE(BitIdentical(file->parameters, params));
+}
+
+TEST(ModelFile, LayoutIsLittleEndianWithMagicVersionLengthAndCrc) {
+  const Architecture arch = LeakyRegression();
+  const std::vector<float> params = AwkwardParameters(arch.num_parameters());
+  const std::string bytes = EncodeModelFile(arch, SomePreprocessing(), params);
+  EXPECT_EQ(bytes.substr(0, 8), "TAGIMODL");
+  EXPECT_EQ(ReadU32(bytes, 8), kModelFileVersion);
+  EXPECT_EQ(kModelFileVersion, 1u);
+  EXPECT_EQ(ReadU64(bytes, 12), bytes.size() - kHeaderBytes - 4);
+  EXPECT_EQ(ReadU32(bytes, bytes.size() - 4), ZlibCrc(bytes, bytes.size() - 4));
+  // Body: layer count 3, then the first layer: kind 1, in 3, out 4.
+  EXPECT_EQ(ReadU32(bytes, 20), 3u);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[24]), 1u);
+  EXPECT_EQ(ReadU32(bytes, 25), 3u);
+  EXPECT_EQ(ReadU32(bytes, 29), 4u);
+  // The arena closes the body, preceded by N as a u64.
+  const size_t n = arch.num_parameters();
+  const size_t arena_at = bytes.size() - 4 - 2 * n * sizeof(float);
+  EXPECT_EQ(ReadU64(bytes, arena_at - 8), n);
+  for (size_t k = 0; k < 2 * n; ++k) {
+    uint32_t bits;
+    std::memcpy(&bits, &params[k], sizeof(bits));
+    ASSERT_EQ(ReadU32(bytes, arena_at + 4 * k), bits) << k;
+  }
+}
+
+TEST(ModelFile, EveryTruncationIsDataLoss) {
+  const std::string bytes = EncodeStandardFile();
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    const auto file = Decode(bytes.substr(0, len));
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << "length " << len;
+  }
+}
+
+TEST(ModelFile, TrailingBytesAreDataLoss) {
+  const auto file = Decode(EncodeStandardFile() + '\0');
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(ModelFile, EverySingleBitFlipIsDetected) {
+  const std::string bytes = EncodeStandardFile();
+  for (size_t at = 0; at < bytes.size(); ++at) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = bytes;
+      bad[at] = static_cast<char>(bad[at] ^ (1 << bit));
+      const auto file = Decode(bad);
+      // A changed version number reads as an unsupported version.
+      const bool in_version = at >= 8 && at < 12;
+      EXPECT_EQ(file.status().code(), in_version ? absl::StatusCode::kFailedPrecondition
+                                                 : absl::StatusCode::kDataLoss)
+          << "byte " << at << " bit " << bit;
+    }
+  }
+}
+
+TEST(ModelFile, WrongMagicIsDataLoss) {
+  std::string bytes = EncodeStandardFile();
+  bytes[7] = 'X';
+  FixCrc(bytes);
+  const auto file = Decode(bytes);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find("magic"), std::string::npos) << file.status();
+}
+
+TEST(ModelFile, UnsupportedVersionIsFailedPreconditionNamingIt) {
+  std::string bytes = EncodeStandardFile();
+  WriteU32(bytes, 8, 7);
+  FixCrc(bytes);
+  const auto file = Decode(bytes);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(file.status().message().find("version 7"), std::string::npos) << file.status();
+}
+
+TEST(ModelFile, ParameterCountNotMatchingTheArchitectureIsDataLoss) {
+  const Architecture arch = LeakyRegression();
+  const std::string bytes =
+      EncodeModelFile(arch, {}, AwkwardParameters(arch.num_parameters() + 1));
+  const auto file = Decode(bytes);  // the checksum is right, the contents are not
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(ModelFile, InvalidArchitectureIsDataLoss) {
+  Architecture arch = LeakyRegression();
+  arch.layers[2].in = 5;  // does not chain with the 4 outputs of layer 0
+  const auto file = Decode(EncodeModelFile(arch, {}, AwkwardParameters(arch.num_parameters())));
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(ModelFile, HostileVectorLengthIsDataLoss) {
+  // Body: u32 count (4) + 3 layers x 13 bytes + head 5 = 48 bytes, then the
+  // length of the input mean.
+  std::string bytes = EncodeStandardFile();
+  const size_t at = kHeaderBytes + 48;
+  ASSERT_EQ(ReadU32(bytes, at), 3u);
+  for (uint32_t hostile : {4u, 1000u, 0xffffff00u}) {
+    std::string bad = bytes;
+    WriteU32(bad, at, hostile);
+    FixCrc(bad);
+    EXPECT_EQ(Decode(bad).status().code(), absl::StatusCode::kDataLoss) << hostile;
+  }
+}
+
+TEST(ModelFile, SaveAndLoadRoundTripThroughAModel) {
+  ScratchDir dir;
+  const Architecture arch = LeakyRegression();
+  auto model = Model::Create(arch, 2);
+  ASSERT_TRUE(model.ok());
+  (*model)->Initialize(31, {});
+  const std::string path = dir.Path("model.tagi");
+  ASSERT_TRUE(SaveModelFile(path, arch, SomePreprocessing(), (*model)->parameters()).ok());
+
+  const auto file = LoadModelFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(CheckSameArchitecture(arch, file->architecture).ok());
+  EXPECT_EQ(file->preprocessing, SomePreprocessing());
+  auto loaded = Model::Create(file->architecture, 2);
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_EQ(file->parameters.size(), (*loaded)->parameters().size());
+  std::copy(file->parameters.begin(), file->parameters.end(), (*loaded)->parameters().begin());
+  (*loaded)->ParametersChanged();
+  EXPECT_EQ((*loaded)->ParameterFingerprint(), (*model)->ParameterFingerprint());
+  const float x[] = {0.5f, -1.0f, 2.0f, 1.5f, 0.0f, -0.5f};
+  (*model)->Forward(x, 2);
+  (*loaded)->Forward(x, 2);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ((*loaded)->output().mu[k], (*model)->output().mu[k]);
+    EXPECT_EQ((*loaded)->output().var[k], (*model)->output().var[k]);
+  }
+}
+
+TEST(ModelFile, LoadingAMissingFileNamesThePath) {
+  ScratchDir dir;
+  const std::string path = dir.Path("no_such_model.tagi");
+  const auto file = LoadModelFile(path);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(file.status().message().find(path), std::string::npos) << file.status();
+}
+
+TEST(ModelFile, LoadingACorruptFileNamesThePath) {
+  ScratchDir dir;
+  std::string bytes = EncodeStandardFile();
+  bytes[bytes.size() / 2] ^= 0x10;
+  const std::string path = dir.Path("corrupt.tagi");
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<long>(bytes.size()));
+  const auto file = LoadModelFile(path);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find(path), std::string::npos) << file.status();
+}
+
+TEST(ModelFile, SavingIntoAMissingDirectoryFails) {
+  ScratchDir dir;
+  const Architecture arch = LeakyRegression();
+  const absl::Status st = SaveModelFile(dir.Path("missing/model.tagi"), arch, {},
+                                        AwkwardParameters(arch.num_parameters()));
+  EXPECT_FALSE(st.ok());
+}
+
+TEST(CheckSameArchitecture, AcceptsEqualArchitectures) {
+  EXPECT_TRUE(CheckSameArchitecture(LeakyRegression(), LeakyRegression()).ok());
+}
+
+TEST(CheckSameArchitecture, NamesBothArchitecturesOnMismatch) {
+  const Architecture expected = HsmArchitecture();
+  Architecture found = HsmArchitecture();
+  found.layers[0].out = 4;
+  found.layers[2].in = 4;
+  const absl::Status st = CheckSameArchitecture(expected, found);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("3-5-RELU-3 hsm(3)"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("3-4-RELU-3 hsm(3)"), std::string::npos) << st;
+}
+
+TEST(CheckSameArchitecture, RejectsADifferentHeadOrSlope) {
+  Architecture regression = HsmArchitecture();
+  regression.head = {HeadKind::kRegression, 0};
+  EXPECT_EQ(CheckSameArchitecture(HsmArchitecture(), regression).code(),
+            absl::StatusCode::kFailedPrecondition);
+  Architecture steeper = LeakyRegression();
+  steeper.layers[1].slope = 0.2f;
+  const absl::Status st = CheckSameArchitecture(LeakyRegression(), steeper);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  // The message shows the slopes, so the two sides differ visibly.
+  EXPECT_NE(st.message().find("LEAKY_RELU(0.2)"), std::string::npos) << st;
+}
+
+}  // namespace
+}  // namespace tagi::engine
