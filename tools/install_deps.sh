@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   cmake g++ make pkg-config
   libabsl-dev libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libgloo-dev
   libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/clock.h"
+#include "common/flags.h"
 #include "common/job_spec.h"
 #include "common/progress_bar.h"
 #include "common/rng.h"
@@ -67,21 +67,6 @@ std::string MetricsJson(const tagi::v1::JobSpec& spec, const EvalMetrics& m) {
                          m.log_likelihood);
 }
 
-absl::Status CheckDataFitsModel(const data::LoadedData& d, const engine::Architecture& arch) {
-  const auto& train = d.data.train;
-  if (train.input_dim != arch.input_width()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the data has %d inputs per sample but layers[0].in_features is %d", train.input_dim,
-        arch.input_width()));
-  }
-  if (!train.is_classification() && train.output_dim != arch.output_width()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the data has %d targets per sample but the last LINEAR layer has %d outputs",
-        train.output_dim, arch.output_width()));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<tagi::v1::JobSpec> LoadJob(const Options& opt) {
   TAGI_ASSIGN_OR_RETURN(tagi::v1::JobSpec spec, LoadJobSpecFile(opt.job_path));
   if (opt.epochs > 0) spec.set_epochs(static_cast<uint32_t>(opt.epochs));
@@ -104,7 +89,11 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
   tagi::v1::DataSpec raw = spec.data();
   raw.set_standardize(false);
   TAGI_ASSIGN_OR_RETURN(data::LoadedData d, data::LoadData(raw, spec.seed()));
-  TAGI_RETURN_IF_ERROR(CheckDataFitsModel(d, arch));
+  if (d.data.test.input_dim != arch.input_width()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the data has %d inputs per sample but the model takes %d", d.data.test.input_dim,
+        arch.input_width()));
+  }
   const auto& prep = file.preprocessing;
   data::Standardizer input{prep.input_mean, prep.input_std};
   data::Standardizer target{prep.target_mean, prep.target_std};
@@ -116,7 +105,9 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
   std::copy(file.parameters.begin(), file.parameters.end(), model->parameters().begin());
   model->ParametersChanged();
   const float sigma_v = SigmaVAtEpoch(spec.noise(), spec.epochs() - 1);
-  const EvalMetrics m = EvaluateModel(*model, test, target, sigma_v, kEvalBatch);
+  const EvalMetrics m =
+      MetricsFromSums(ScoreModel(*model, test, target, sigma_v, kEvalBatch, 0, test.num_samples),
+                      test.is_classification());
   std::fprintf(stderr, "%s: %zu test samples  %s\n", opt.eval.c_str(), m.samples,
                MetricsText(spec, m).c_str());
   if (opt.json) {
@@ -129,14 +120,8 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
 
 absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec) {
   TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
-  TAGI_ASSIGN_OR_RETURN(const engine::Architecture arch, engine::ArchitectureFromJobSpec(spec));
-  TAGI_RETURN_IF_ERROR(CheckDataFitsModel(d, arch));
-  TAGI_ASSIGN_OR_RETURN(auto model, engine::Model::Create(arch, spec.batch_size()));
-  const auto& init = spec.init();
-  model->Initialize(DeriveSeed(spec.seed(), kInitStream),
-                    {init.method() == tagi::v1::Init::XAVIER ? engine::InitMethod::kXavier
-                                                             : engine::InitMethod::kHe,
-                     InitGainWeight(init), InitGainBias(init)});
+  TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, d, spec.batch_size()));
+  const engine::Architecture& arch = model->architecture();
   RealClock clock;
   TrainerOptions options;
   options.eval_batch = kEvalBatch;
@@ -219,7 +204,7 @@ int main(int argc, char** argv) {
       "  tagi-train JOB.json [--epochs N] [--threads T] [--out model.tagi] [--json]\n"
       "  tagi-train --eval model.tagi JOB.json [--json]\n"
       "Run with --helpfull for every flag.");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = tagi::ParseFlags(argc, argv);
   if (args.size() != 2) {
     std::fprintf(stderr, "tagi-train: expected exactly one job file (got %zu); see --help\n",
                  args.size() - 1);

@@ -1,9 +1,11 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "common/job_spec.h"
 #include "common/rng.h"
 #include "worker/engine/output.h"
@@ -19,27 +21,30 @@ size_t EffectiveCapBatch(const tagi::v1::JobSpec& spec, int world) {
   return IsSumReduction(spec) ? b * static_cast<size_t>(world) : b;
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void ScoreClassification(engine::Model& model, const data::Dataset& test, size_t first,
-                         size_t n, std::vector<float>& probs, EvalMetrics& m) {
+                         size_t n, std::vector<float>& probs, EvalSums& s) {
   const int k = test.num_classes;
   probs.resize(n * static_cast<size_t>(k));
   model.ClassProbabilities(n, probs.data());
   for (size_t i = 0; i < n; ++i) {
     const float* p = probs.data() + i * static_cast<size_t>(k);
     const int label = test.labels[first + i];
-    if (engine::Argmax(p, k) == label) m.accuracy += 1.0;
-    m.log_likelihood += std::log(std::max<double>(p[label], kMinProbability));
+    if (engine::Argmax(p, k) == label) s.correct += 1.0;
+    s.log_likelihood += std::log(std::max<double>(p[label], kMinProbability));
   }
+  s.observed += static_cast<double>(n);
 }
 
-// Returns the number of observed (non-NaN) targets scored.
-size_t ScoreRegression(engine::Model& model, const data::Dataset& test,
-                       const data::Standardizer& target, float sigma_v, size_t first,
-                       size_t n, EvalMetrics& m) {
+void ScoreRegression(engine::Model& model, const data::Dataset& test,
+                     const data::Standardizer& target, float sigma_v, size_t first, size_t n,
+                     EvalSums& s) {
   const size_t width = test.output_dim;
   const auto out = model.output();
   const double var_v = static_cast<double>(sigma_v) * sigma_v;
-  size_t observed = 0;
   for (size_t i = 0; i < n * width; ++i) {
     const size_t col = i % width;
     const float y = test.targets[first * width + i];
@@ -47,39 +52,76 @@ size_t ScoreRegression(engine::Model& model, const data::Dataset& test,
     // Predictions and targets back in the data's original units.
     const double mu = data::InvertMean(target, col, out.mu[i]);
     const double var = data::InvertVariance(target, col, static_cast<float>(out.var[i] + var_v));
-    const double y0 = data::InvertMean(target, col, y);
-    const double err = y0 - mu;
-    m.rmse += err * err;
-    m.log_likelihood += -0.5 * (kLogTwoPi + std::log(var) + err * err / var);
-    ++observed;
+    const double err = data::InvertMean(target, col, y) - mu;
+    s.squared_error += err * err;
+    s.log_likelihood += -0.5 * (kLogTwoPi + std::log(var) + err * err / var);
+    s.observed += 1.0;
   }
-  return observed;
+}
+
+absl::Status CheckDataFitsModel(const data::LoadedData& d, const engine::Architecture& arch) {
+  const auto& train = d.data.train;
+  if (train.input_dim != arch.input_width()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the data has %d inputs per sample but layers[0].in_features is %d", train.input_dim,
+        arch.input_width()));
+  }
+  if (!train.is_classification() && train.output_dim != arch.output_width()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the data has %d targets per sample but the last LINEAR layer has %d outputs",
+        train.output_dim, arch.output_width()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-EvalMetrics EvaluateModel(engine::Model& model, const data::Dataset& test,
-                          const data::Standardizer& target, float sigma_v, size_t eval_batch) {
-  EvalMetrics m;
+engine::InitOptions InitOptionsFromSpec(const tagi::v1::JobSpec& spec) {
+  const auto& init = spec.init();
+  return {init.method() == tagi::v1::Init::XAVIER ? engine::InitMethod::kXavier
+                                                  : engine::InitMethod::kHe,
+          InitGainWeight(init), InitGainBias(init)};
+}
+
+absl::StatusOr<std::unique_ptr<engine::Model>> BuildModel(const tagi::v1::JobSpec& spec,
+                                                          const data::LoadedData& data,
+                                                          size_t max_batch) {
+  auto arch = engine::ArchitectureFromJobSpec(spec);
+  if (!arch.ok()) return arch.status();
+  if (auto st = CheckDataFitsModel(data, *arch); !st.ok()) return st;
+  auto model = engine::Model::Create(*arch, max_batch);
+  if (!model.ok()) return model.status();
+  (*model)->Initialize(DeriveSeed(spec.seed(), kInitStream), InitOptionsFromSpec(spec));
+  return model;
+}
+
+EvalSums ScoreModel(engine::Model& model, const data::Dataset& test,
+                    const data::Standardizer& target, float sigma_v, size_t eval_batch,
+                    size_t first, size_t last) {
+  EvalSums s;
   std::vector<float> probs;
-  size_t observed = 0;
-  for (size_t first = 0; first < test.num_samples; first += eval_batch) {
-    const size_t n = std::min(eval_batch, test.num_samples - first);
-    model.Forward(test.inputs.data() + first * test.input_dim, n);
+  for (size_t begin = first; begin < last; begin += eval_batch) {
+    const size_t n = std::min(eval_batch, last - begin);
+    model.Forward(test.inputs.data() + begin * test.input_dim, n);
     if (test.is_classification()) {
-      ScoreClassification(model, test, first, n, probs, m);
+      ScoreClassification(model, test, begin, n, probs, s);
     } else {
-      observed += ScoreRegression(model, test, target, sigma_v, first, n, m);
+      ScoreRegression(model, test, target, sigma_v, begin, n, s);
     }
+    s.samples += static_cast<double>(n);
   }
-  m.samples = test.num_samples;
-  if (test.is_classification()) {
-    const double count = std::max<size_t>(test.num_samples, 1);
-    m.accuracy /= count;
-    m.log_likelihood /= count;
-  } else if (observed > 0) {
-    m.rmse = std::sqrt(m.rmse / static_cast<double>(observed));
-    m.log_likelihood /= static_cast<double>(observed);
+  return s;
+}
+
+EvalMetrics MetricsFromSums(const EvalSums& s, bool classification) {
+  EvalMetrics m;
+  m.samples = static_cast<size_t>(s.samples);
+  if (s.observed <= 0) return m;
+  m.log_likelihood = s.log_likelihood / s.observed;
+  if (classification) {
+    m.accuracy = s.correct / s.observed;
+  } else {
+    m.rmse = std::sqrt(s.squared_error / s.observed);
   }
   return m;
 }
@@ -91,9 +133,11 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Model& model,
       data_(data),
       clock_(clock),
       options_(std::move(options)),
-      sampler_(data.data.train.num_samples, DeriveSeed(spec.seed(), kSamplerStream),
-               options_.world, options_.rank, spec.batch_size()),
-      cap_factor_(engine::CapFactor(EffectiveCapBatch(spec, options_.world))) {
+      rank_(options_.collective ? options_.collective->rank() : 0),
+      world_(options_.collective ? options_.collective->world() : 1),
+      sampler_(data.data.train.num_samples, DeriveSeed(spec.seed(), kSamplerStream), world_,
+               rank_, spec.batch_size()),
+      cap_factor_(engine::CapFactor(EffectiveCapBatch(spec, world_))) {
   const size_t b = spec.batch_size();
   const auto& train = data.data.train;
   indices_.resize(b);
@@ -123,7 +167,26 @@ void Trainer::GatherBatch(uint64_t epoch, size_t step) {
   }
 }
 
+absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
+  std::span<float> buffer = model_.reduce_buffer();
+  float& control = buffer.back();
+  control = stop_vote ? 1.0f : 0.0f;
+  const auto start = std::chrono::steady_clock::now();
+  if (auto st = options_.collective->AllReduceSum(buffer, options_.collective_timeout); !st.ok()) {
+    return st;
+  }
+  timings_.allreduce_seconds = SecondsSince(start);
+  timings_.allreduce_bytes = buffer.size_bytes();
+  *stop_agreed = control > 0.0f;
+  if (!IsSumReduction(spec_)) {
+    const float inv_world = 1.0f / static_cast<float>(world_);
+    for (float& v : model_.deltas()) v *= inv_world;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::Step(uint64_t epoch, size_t step) {
+  const auto start = std::chrono::steady_clock::now();
   GatherBatch(epoch, step);
   const size_t b = indices_.size();
   model_.TrainStepLocal(x_.data(), labels_.empty() ? nullptr : labels_.data(),
@@ -136,10 +199,14 @@ absl::Status Trainer::Step(uint64_t epoch, size_t step) {
       if (engine::Argmax(probs_.data() + i * static_cast<size_t>(k), k) == labels_[i]) ++correct_;
     }
   }
-  if (options_.reducer) {
-    if (auto st = options_.reducer(model_.deltas()); !st.ok()) return st;
+  const bool stop_vote = options_.stop_requested && options_.stop_requested();
+  bool stop = stop_vote;
+  if (options_.collective != nullptr) {
+    if (auto st = Reduce(stop_vote, &stop); !st.ok()) return st;
   }
+  if (stop) return absl::CancelledError("training stopped on request");
   model_.ApplyStep(cap_factor_);
+  timings_.step_seconds = SecondsSince(start);
   return absl::OkStatus();
 }
 
@@ -160,13 +227,34 @@ absl::StatusOr<EpochMetrics> Trainer::RunEpoch(uint64_t epoch, size_t first_step
   m.samples = m.steps * spec_.batch_size();
   m.seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   m.samples_per_second = m.seconds > 0 ? static_cast<double>(m.samples) / m.seconds : 0.0;
-  if (m.samples > 0) m.train_accuracy = static_cast<double>(correct_) / static_cast<double>(m.samples);
-  m.test = Evaluate();
+  if (m.samples > 0) {
+    m.train_accuracy = static_cast<double>(correct_) / static_cast<double>(m.samples);
+  }
+  auto test = Evaluate();
+  if (!test.ok()) return test.status();
+  m.test = *test;
   return m;
 }
 
-EvalMetrics Trainer::Evaluate() {
-  return EvaluateModel(model_, data_.data.test, data_.target, sigma_v_, options_.eval_batch);
+absl::StatusOr<EvalMetrics> Trainer::Evaluate() {
+  const auto& test = data_.data.test;
+  const size_t n = test.num_samples;
+  const size_t first = n * static_cast<size_t>(rank_) / static_cast<size_t>(world_);
+  const size_t last = n * static_cast<size_t>(rank_ + 1) / static_cast<size_t>(world_);
+  EvalSums s = ScoreModel(model_, test, data_.target, sigma_v_, options_.eval_batch, first, last);
+  if (options_.collective != nullptr) {
+    // Float sums: counts stay exact up to 2^24 samples; the log-likelihood
+    // sum keeps about seven significant digits.
+    float sums[5] = {static_cast<float>(s.correct), static_cast<float>(s.log_likelihood),
+                     static_cast<float>(s.squared_error), static_cast<float>(s.observed),
+                     static_cast<float>(s.samples)};
+    if (auto st = options_.collective->AllReduceSum(sums, options_.collective_timeout);
+        !st.ok()) {
+      return st;
+    }
+    s = {sums[0], sums[1], sums[2], sums[3], sums[4]};
+  }
+  return MetricsFromSums(s, test.is_classification());
 }
 
 engine::Preprocessing Trainer::preprocessing() const {

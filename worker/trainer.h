@@ -1,19 +1,28 @@
 // Trainer: the step loop of one rank, and evaluation.
 //
 // A step takes this rank's share of the global batch from the distributed
-// sampler, runs forward / output update / backward, hands the packed delta
-// arena to the DeltaReducer (the data-parallel all-reduce; none for a
-// single process), and applies the capped step. In SUM reduction the cap
-// factor is that of the global batch (world x batch), in AVERAGE that of the
-// local batch, whose deltas the reducer averages.
+// sampler, runs forward / output update / backward, all-reduces the packed
+// delta arena over the Collective (one call per step; none for a single
+// process), and applies the capped step. In SUM reduction the cap factor is
+// that of the global batch (world x batch); in AVERAGE the summed deltas are
+// divided by the world size and the cap factor is that of the local batch.
 //
-// tagi-train drives it with world 1; the worker drives it with its rank.
+// Stopping: stop_requested is polled once per step and its vote travels in
+// the control word of the same all-reduce, so every rank stops after the
+// same step (none is left waiting in a collective); Step then returns
+// Cancelled without applying that step.
+//
+// Evaluation is sharded: each rank scores a disjoint slice of the test split
+// and the sums are all-reduced, so every rank gets the whole-split metrics.
+//
+// tagi-train drives it without a collective; the worker with its group.
 // Not thread-safe; one thread runs a Trainer.
 #ifndef TAGI_WORKER_TRAINER_H_
 #define TAGI_WORKER_TRAINER_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +31,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "tagi/v1/job.pb.h"
+#include "worker/collective/collective.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
 #include "worker/engine/model.h"
@@ -32,9 +42,6 @@ namespace tagi {
 // Seeds of the job's random streams (derived from JobSpec.seed).
 inline constexpr uint64_t kInitStream = 101;
 inline constexpr uint64_t kSamplerStream = 102;
-
-// Sums (or averages) the delta arena across ranks in place.
-using DeltaReducer = std::function<absl::Status(std::span<float> deltas)>;
 
 struct EvalMetrics {
   size_t samples = 0;
@@ -58,10 +65,17 @@ struct EpochMetrics {
 using ProgressFn = std::function<void(uint64_t, size_t, size_t, absl::Duration)>;
 
 struct TrainerOptions {
-  int world = 1;
-  int rank = 0;
-  DeltaReducer reducer;            // empty: single process
+  Collective* collective = nullptr;  // null: a single process (rank 0 of 1)
+  absl::Duration collective_timeout = absl::Seconds(60);
   size_t eval_batch = 256;
+  std::function<bool()> stop_requested;  // polled once per step; may be empty
+};
+
+// Timings of the last step (for progress reports and metrics).
+struct StepTimings {
+  double step_seconds = 0.0;
+  double allreduce_seconds = 0.0;
+  size_t allreduce_bytes = 0;
 };
 
 class Trainer {
@@ -73,27 +87,37 @@ class Trainer {
 
   size_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
 
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  const StepTimings& last_step() const { return timings_; }
+
   // Runs steps [first_step, steps_per_epoch) of `epoch`, then evaluates on
-  // the test split. A failing reducer aborts the epoch with its status.
+  // the test split. A failing collective or an agreed stop ends the epoch
+  // with that status (Cancelled for a stop).
   absl::StatusOr<EpochMetrics> RunEpoch(uint64_t epoch, size_t first_step,
                                         const ProgressFn& progress);
   // One step: exposed for tests and benchmarks.
   absl::Status Step(uint64_t epoch, size_t step);
 
-  EvalMetrics Evaluate();
+  // Whole-test-split metrics (sharded over the ranks when there are several).
+  absl::StatusOr<EvalMetrics> Evaluate();
 
   // The model file contents of the current parameters.
   engine::Preprocessing preprocessing() const;
 
  private:
   void GatherBatch(uint64_t epoch, size_t step);
+  absl::Status Reduce(bool stop_vote, bool* stop_agreed);
 
   const tagi::v1::JobSpec& spec_;
   engine::Model& model_;
   const data::LoadedData& data_;
   Clock& clock_;
   TrainerOptions options_;
+  int rank_;
+  int world_;
   data::DistributedSampler sampler_;
+  StepTimings timings_;
   float cap_factor_;
   float sigma_v_ = 1.0f;
   // Batch staging buffers (sized once).
@@ -105,9 +129,29 @@ class Trainer {
   size_t correct_ = 0;  // training predictions of the running epoch
 };
 
-// Evaluates a model on a dataset (used by Trainer and tagi-train --eval).
-EvalMetrics EvaluateModel(engine::Model& model, const data::Dataset& test,
-                          const data::Standardizer& target, float sigma_v, size_t eval_batch);
+// The model's initialisation options from the job (method and gains).
+engine::InitOptions InitOptionsFromSpec(const tagi::v1::JobSpec& spec);
+
+// Builds the job's model, initialised from the job seed (identical on every
+// rank), after checking that the loaded data fits its first and last layers.
+absl::StatusOr<std::unique_ptr<engine::Model>> BuildModel(const tagi::v1::JobSpec& spec,
+                                                          const data::LoadedData& data,
+                                                          size_t max_batch);
+
+// Sums of a (possibly partial) evaluation, to be combined across ranks.
+struct EvalSums {
+  double correct = 0.0;
+  double log_likelihood = 0.0;
+  double squared_error = 0.0;
+  double observed = 0.0;  // samples (classification) or observed targets
+  double samples = 0.0;
+};
+
+// Scores samples [first, last) of `test` (used by Trainer and --eval).
+EvalSums ScoreModel(engine::Model& model, const data::Dataset& test,
+                    const data::Standardizer& target, float sigma_v, size_t eval_batch,
+                    size_t first, size_t last);
+EvalMetrics MetricsFromSums(const EvalSums& sums, bool classification);
 
 }  // namespace tagi
 

@@ -1,0 +1,33 @@
+#include "common/flags.h"
+
+#include <cstring>
+
+#include "absl/flags/parse.h"
+
+namespace tagi {
+
+std::vector<char*> ParseFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (std::strcmp(arg, "--") == 0) break;
+    if (std::strncmp(arg, "--", 2) != 0) continue;
+    for (char* p = arg + 2; *p != '\0' && *p != '='; ++p) {
+      if (*p == '-') *p = '_';
+    }
+  }
+  return absl::ParseCommandLine(argc, argv);
+}
+
+bool ValidHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
+  if (address.size() - colon - 1 > 5) return false;
+  int port = 0;
+  for (size_t i = colon + 1; i < address.size(); ++i) {
+    if (address[i] < '0' || address[i] > '9') return false;
+    port = port * 10 + (address[i] - '0');
+  }
+  return port <= 65535;
+}
+
+}  // namespace tagi

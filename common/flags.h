@@ -1,0 +1,23 @@
+// Command-line parsing shared by the binaries: absl flags, but users may
+// write flag names with dashes (--state-dir) as well as underscores
+// (--state_dir), as the documentation does.
+#ifndef TAGI_COMMON_FLAGS_H_
+#define TAGI_COMMON_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+namespace tagi {
+
+// Rewrites "--a-b[=v]" to "--a_b[=v]" in place (flag names only, never
+// values or positional arguments, and nothing after a bare "--"), then
+// runs absl::ParseCommandLine. Returns the positional arguments (argv[0]
+// first).
+std::vector<char*> ParseFlags(int argc, char** argv);
+
+// True for "host:port" and "[v6]:port" with a port in 0..65535.
+bool ValidHostPort(const std::string& address);
+
+}  // namespace tagi
+
+#endif  // TAGI_COMMON_FLAGS_H_

@@ -1,0 +1,300 @@
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/checksum.h"
+#include "common/file_util.h"
+#include "common/job_spec.h"
+
+namespace tagi::coordinator {
+
+using tagi::v1::Job;
+using tagi::v1::JobState;
+
+std::string JobStateName(JobState state) { return tagi::v1::JobState_Name(state); }
+
+bool IsTerminal(JobState s) {
+  return s == tagi::v1::SUCCEEDED || s == tagi::v1::FAILED || s == tagi::v1::CANCELLED;
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+int64_t Coordinator::NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+void Coordinator::Touch(WorkerRecord& w) {
+  w.last_seen = clock_.Now();
+  w.info.set_last_seen_ms(NowMs());
+  if (w.gone) {
+    w.gone = false;
+    w.info.set_state("IDLE");
+  }
+}
+
+void Coordinator::Changed(JobRecord& r) {
+  ++r.version;
+  ++epoch_;
+}
+
+absl::StatusOr<Coordinator::JobRecord*> Coordinator::FindJob(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id \"", id, "\""));
+  return &it->second;
+}
+
+absl::StatusOr<Coordinator::JobRecord*> Coordinator::FencedJob(const std::string& job,
+                                                               uint64_t gen) {
+  auto r = FindJob(job);
+  if (!r.ok()) return r.status();
+  if ((*r)->job.generation() != gen) {
+    return absl::AbortedError(absl::StrFormat(
+        "job %s generation %d is stale; the current generation is %d", job, gen,
+        (*r)->job.generation()));
+  }
+  return r;
+}
+
+absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
+  if (auto st = ValidateJobSpec(spec); !st.ok()) return st;
+  const int world = spec.world_size() > 0 ? static_cast<int>(spec.world_size()) : options_.world;
+  if (world > options_.world) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "invalid job: world_size: %d exceeds the coordinator's --world %d", world,
+        options_.world));
+  }
+  absl::MutexLock lock(&mu_);
+  size_t queued = 0;
+  for (const auto& [id, r] : jobs_) queued += r.job.state() == tagi::v1::PENDING;
+  if (queued >= options_.max_queued_jobs) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the queue holds %d pending jobs, the limit; try again later", queued));
+  }
+  const std::string id = absl::StrFormat("job-%d", next_job_);
+  JobRecord& r = jobs_[id];
+  r.seq = next_job_++;
+  r.job.set_id(id);
+  *r.job.mutable_spec() = spec;
+  r.job.set_state(tagi::v1::PENDING);
+  r.job.set_world_size(static_cast<uint32_t>(world));
+  r.job.set_submit_time_ms(NowMs());
+  r.job.set_reason(absl::StrFormat("waiting for %d idle workers", world));
+  Changed(r);
+  ScheduleLocked();
+  return r.job;
+}
+
+absl::StatusOr<Job> Coordinator::Get(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto r = FindJob(id);
+  if (!r.ok()) return r.status();
+  return (*r)->job;
+}
+
+std::vector<Job> Coordinator::List() {
+  absl::MutexLock lock(&mu_);
+  std::vector<const JobRecord*> records;
+  for (const auto& [id, r] : jobs_) records.push_back(&r);
+  std::sort(records.begin(), records.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
+  std::vector<Job> out;
+  for (const JobRecord* r : records) out.push_back(r->job);
+  return out;
+}
+
+absl::StatusOr<Job> Coordinator::Cancel(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto r = FindJob(id);
+  if (!r.ok()) return r.status();
+  JobRecord& rec = **r;
+  if (IsTerminal(rec.job.state())) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %s is already %s", id, JobStateName(rec.job.state())));
+  }
+  EndJobLocked(rec, tagi::v1::CANCELLED, "cancelled by the user");
+  return rec.job;
+}
+
+absl::StatusOr<Job> Coordinator::WaitForChange(const std::string& id, uint64_t& seen,
+                                               absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto r = FindJob(id);
+  if (!r.ok()) return r.status();
+  JobRecord* rec = *r;  // records are never erased
+  auto changed = [rec, &seen]() { return rec->version > seen; };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), std::min(timeout, options_.max_wait));
+  seen = rec->version;
+  return rec->job;
+}
+
+absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
+  std::string path;
+  {
+    absl::MutexLock lock(&mu_);
+    auto r = FindJob(id);
+    if (!r.ok()) return r.status();
+    if (!(*r)->model_ready) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "job %s has no model: it is %s", id, JobStateName((*r)->job.state())));
+    }
+    if ((*r)->model_path.empty()) return (*r)->model_bytes;
+    path = (*r)->model_path;
+  }
+  return ReadFile(path, options_.max_model_bytes);
+}
+
+std::vector<tagi::v1::WorkerInfo> Coordinator::ListWorkers() {
+  absl::MutexLock lock(&mu_);
+  std::vector<tagi::v1::WorkerInfo> out;
+  for (const auto& [id, w] : workers_) out.push_back(w.info);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return WorkerIdLess(a.id(), b.id());
+  });
+  return out;
+}
+
+tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest& req,
+                                                 const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  std::string id = req.worker_id();
+  auto it = id.empty() ? workers_.end() : workers_.find(id);
+  if (it == workers_.end()) {
+    id = absl::StrFormat("w-%d", next_worker_++);
+    it = workers_.emplace(id, WorkerRecord{}).first;
+    it->second.info.set_state("IDLE");
+  }
+  WorkerRecord& w = it->second;
+  w.info.set_id(id);
+  w.info.set_address(peer);
+  w.info.set_hostname(req.hostname());
+  w.info.set_device(req.device().empty() ? "cpu" : req.device());
+  Touch(w);
+  ++epoch_;
+  ScheduleLocked();
+  tagi::v1::RegisterResponse resp;
+  resp.set_worker_id(id);
+  resp.set_heartbeat_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat)));
+  return resp;
+}
+
+absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker_id,
+                                                                      absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker \"", worker_id, "\"; register again"));
+  }
+  WorkerRecord* w = &it->second;  // records are never erased
+  Touch(*w);
+  ScheduleLocked();
+  auto assigned = [w]() { return !w->job_id.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&assigned), std::min(wait, options_.max_wait));
+  Touch(*w);
+  tagi::v1::RendezvousResponse resp;
+  if (!w->job_id.empty()) {
+    resp.set_assigned(true);
+    *resp.mutable_assignment() = w->assignment;
+  }
+  return resp;
+}
+
+void Coordinator::ScheduleLocked() {
+  std::vector<const JobRecord*> pending;
+  for (const auto& [id, r] : jobs_) {
+    if (r.job.state() == tagi::v1::PENDING) pending.push_back(&r);
+  }
+  if (pending.empty()) return;
+  std::sort(pending.begin(), pending.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
+  std::vector<PendingJobView> queue;
+  for (const JobRecord* r : pending) {
+    queue.push_back({r->job.id(), static_cast<int>(r->job.world_size())});
+  }
+  std::vector<WorkerView> views;
+  for (const auto& [id, w] : workers_) views.push_back({id, !w.gone && w.job_id.empty(), w.last_seen});
+  for (const Placement& p : DecidePlacements(clock_.Now(), queue, views, options_.membership)) {
+    StartJobLocked(jobs_.at(p.job_id), p);
+  }
+}
+
+void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
+  Job& job = r.job;
+  job.set_state(tagi::v1::RUNNING);
+  job.set_generation(job.generation() + 1);
+  job.set_start_time_ms(NowMs());
+  job.set_reason(p.reason);
+  job.clear_workers();
+  r.finished.assign(p.workers.size(), false);
+  for (size_t rank = 0; rank < p.workers.size(); ++rank) {
+    job.add_workers(p.workers[rank]);
+    WorkerRecord& w = workers_.at(p.workers[rank]);
+    w.job_id = job.id();
+    w.info.set_state("BUSY");
+    w.info.set_job_id(job.id());
+    w.info.set_rank(static_cast<uint32_t>(rank));
+    w.assignment.set_job_id(job.id());
+    w.assignment.set_generation(job.generation());
+    w.assignment.set_rank(static_cast<uint32_t>(rank));
+    w.assignment.set_world_size(job.world_size());
+    *w.assignment.mutable_spec() = job.spec();
+  }
+  Changed(r);
+}
+
+void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  it->second.job_id.clear();
+  it->second.info.set_job_id("");
+  it->second.info.set_state(it->second.gone ? "GONE" : "IDLE");
+  ++epoch_;
+}
+
+void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& reason) {
+  r.job.set_state(state);
+  r.job.set_reason(reason);
+  r.job.set_end_time_ms(NowMs());
+  store_.DeletePrefix(absl::StrCat("job/", r.job.id(), "/"));
+  Changed(r);
+  ScheduleLocked();
+}
+
+void Coordinator::MaybeSucceedLocked(JobRecord& r) {
+  if (r.job.state() != tagi::v1::RUNNING) return;
+  if (!std::all_of(r.finished.begin(), r.finished.end(), [](bool f) { return f; })) return;
+  if (!r.model_ready) {
+    EndJobLocked(r, tagi::v1::FAILED, "every rank finished but rank 0 uploaded no model");
+    return;
+  }
+  EndJobLocked(r, tagi::v1::SUCCEEDED,
+               absl::StrFormat("trained %d epochs on %d workers", r.job.spec().epochs(),
+                               r.job.world_size()));
+}
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerView> views;
+  for (const auto& [id, w] : workers_) {
+    if (!w.gone) views.push_back({id, w.job_id.empty(), w.last_seen});
+  }
+  for (const Departure& d : DecideDepartures(clock_.Now(), views, options_.membership)) {
+    WorkerRecord& w = workers_.at(d.worker_id);
+    w.gone = true;
+    w.info.set_state("GONE");
+    if (!w.job_id.empty()) {
+      JobRecord& r = jobs_.at(w.job_id);
+      if (r.job.state() == tagi::v1::RUNNING) {
+        EndJobLocked(r, tagi::v1::FAILED,
+                     absl::StrFormat("worker %s (rank %d) is gone: %s", d.worker_id,
+                                     w.assignment.rank(), d.reason));
+      }
+      ReleaseWorkerLocked(d.worker_id);
+    }
+    ++epoch_;
+  }
+  ScheduleLocked();
+}
+
+}  // namespace tagi::coordinator

@@ -1,0 +1,184 @@
+// The worker-facing half of Coordinator: the fenced store, progress,
+// model upload and job completion.
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/checksum.h"
+#include "common/file_util.h"
+#include "coordinator/coordinator.h"
+
+namespace tagi::coordinator {
+namespace {
+
+// The model file ends with a CRC-32 of everything before it (see
+// worker/engine/model_file.h); the coordinator checks it without the engine.
+absl::Status CheckModelCrc(const std::string& bytes) {
+  if (bytes.size() < 24) return absl::InvalidArgumentError("model upload is too short");
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) {
+    stored |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[bytes.size() - 4 + i])) << (8 * i);
+  }
+  if (stored != Crc32(bytes.data(), bytes.size() - 4)) {
+    return absl::DataLossError("model upload is corrupt (checksum mismatch)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Coordinator::StoreSet(const std::string& job, uint64_t gen, const std::string& key,
+                                   const std::string& value) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto r = FencedJob(job, gen);
+    if (!r.ok()) return r.status();
+    if ((*r)->job.state() != tagi::v1::RUNNING) {
+      return absl::AbortedError(absl::StrFormat("job %s is %s", job,
+                                                JobStateName((*r)->job.state())));
+    }
+  }
+  return store_.Set(JobStorePrefix(job, gen) + key, value);
+}
+
+absl::StatusOr<std::string> Coordinator::StoreGet(const std::string& job, uint64_t gen,
+                                                  const std::string& key, absl::Duration wait) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto r = FencedJob(job, gen);
+    if (!r.ok()) return r.status();
+  }
+  return store_.Get(JobStorePrefix(job, gen) + key, std::min(wait, options_.max_wait));
+}
+
+absl::Status Coordinator::StoreWait(const std::string& job, uint64_t gen,
+                                    const std::vector<std::string>& keys, absl::Duration wait) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto r = FencedJob(job, gen);
+    if (!r.ok()) return r.status();
+  }
+  std::vector<std::string> full;
+  for (const auto& k : keys) full.push_back(JobStorePrefix(job, gen) + k);
+  return store_.Wait(full, std::min(wait, options_.max_wait));
+}
+
+absl::StatusOr<int64_t> Coordinator::StoreAdd(const std::string& job, uint64_t gen,
+                                              const std::string& key, int64_t delta) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto r = FencedJob(job, gen);
+    if (!r.ok()) return r.status();
+  }
+  return store_.Add(JobStorePrefix(job, gen) + key, delta);
+}
+
+absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgress(
+    const tagi::v1::ProgressReport& report) {
+  absl::MutexLock lock(&mu_);
+  auto w = workers_.find(report.worker_id());
+  if (w != workers_.end()) Touch(w->second);
+  auto r = FencedJob(report.job_id(), report.generation());
+  if (!r.ok()) return r.status();
+  JobRecord& rec = **r;
+  tagi::v1::ProgressReply reply;
+  switch (rec.job.state()) {
+    case tagi::v1::CANCELLED:
+      reply.set_directive(tagi::v1::CANCEL);
+      reply.set_reason(rec.job.reason());
+      return reply;
+    case tagi::v1::FAILED:
+      reply.set_directive(tagi::v1::ABORT);
+      reply.set_reason(rec.job.reason());
+      return reply;
+    default:
+      reply.set_directive(tagi::v1::CONTINUE);
+  }
+  if (report.rank() == 0 && rec.job.state() == tagi::v1::RUNNING) {
+    *rec.job.mutable_progress() = report.progress();
+    if (report.progress().rendezvous_seconds() > 0) {
+      rec.job.set_rendezvous_seconds(report.progress().rendezvous_seconds());
+    }
+    Changed(rec);
+  }
+  return reply;
+}
+
+absl::Status Coordinator::UploadModel(const std::string& worker_id, const std::string& job,
+                                      uint64_t gen, const std::string& checksum,
+                                      std::string bytes) {
+  if (bytes.size() > options_.max_model_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model of %d bytes exceeds the limit of %d", bytes.size(), options_.max_model_bytes));
+  }
+  if (auto st = CheckModelCrc(bytes); !st.ok()) return st;
+  std::string path;
+  if (!options_.state_dir.empty()) {
+    const auto dir = std::filesystem::path(options_.state_dir) / "models";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    path = (dir / (job + ".tagi")).string();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto r = FencedJob(job, gen);
+    if (!r.ok()) return r.status();
+    if ((*r)->job.state() != tagi::v1::RUNNING) {
+      return absl::AbortedError(absl::StrFormat("job %s is %s", job,
+                                                JobStateName((*r)->job.state())));
+    }
+    if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
+      return absl::PermissionDeniedError("only rank 0 uploads the model");
+    }
+  }
+  // Write outside the lock; publish under it.
+  if (!path.empty()) {
+    if (auto st = WriteFileAtomic(path, bytes); !st.ok()) return st;
+  }
+  absl::MutexLock lock(&mu_);
+  auto r = FencedJob(job, gen);
+  if (!r.ok()) return r.status();
+  JobRecord& rec = **r;
+  rec.job.set_model_checksum(checksum);
+  rec.job.set_model_bytes(bytes.size());
+  if (path.empty()) {
+    rec.model_bytes = std::move(bytes);
+  } else {
+    rec.model_path = path;
+  }
+  rec.model_ready = true;
+  Changed(rec);
+  MaybeSucceedLocked(rec);
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
+  absl::MutexLock lock(&mu_);
+  auto w = workers_.find(req.worker_id());
+  if (w != workers_.end()) Touch(w->second);
+  auto r = FencedJob(req.job_id(), req.generation());
+  if (!r.ok()) return r.status();
+  JobRecord& rec = **r;
+  if (req.rank() >= rec.finished.size() ||
+      rec.job.workers(static_cast<int>(req.rank())) != req.worker_id()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "worker %s is not rank %d of job %s", req.worker_id(), req.rank(), req.job_id()));
+  }
+  rec.finished[req.rank()] = true;
+  ReleaseWorkerLocked(req.worker_id());
+  if (rec.job.state() == tagi::v1::RUNNING) {
+    if (!req.ok()) {
+      EndJobLocked(rec, tagi::v1::FAILED,
+                   absl::StrFormat("rank %d (worker %s): %s", req.rank(), req.worker_id(),
+                                   req.reason()));
+    } else {
+      if (req.rank() == 0) *rec.job.mutable_progress() = req.progress();
+      Changed(rec);
+      MaybeSucceedLocked(rec);
+    }
+  }
+  ScheduleLocked();
+  return absl::OkStatus();
+}
+
+}  // namespace tagi::coordinator

@@ -1,0 +1,64 @@
+// Membership decisions of the coordinator, as pure functions.
+//
+// Given the time, the queue and the workers, they say which jobs start on
+// which workers (and with which ranks) and which workers are gone, each with
+// a human-readable reason. The Coordinator only locks, calls them and
+// publishes the result, so the policies are tested without threads or
+// sleeps.
+#ifndef TAGI_COORDINATOR_MEMBERSHIP_H_
+#define TAGI_COORDINATOR_MEMBERSHIP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace tagi::coordinator {
+
+struct MembershipOptions {
+  // A worker not heard from for this long is gone.
+  absl::Duration worker_timeout = absl::Seconds(10);
+};
+
+struct WorkerView {
+  std::string id;
+  bool idle = false;        // registered and not in a job
+  absl::Time last_seen;
+};
+
+struct PendingJobView {
+  std::string id;
+  int world = 1;            // resolved world size
+};
+
+struct Placement {
+  std::string job_id;
+  std::vector<std::string> workers;  // workers[r] gets rank r
+  std::string reason;
+};
+
+// Starts jobs oldest first: each pending job (in queue order) whose world
+// fits the idle, live workers still free gets the lowest worker ids (ranks
+// in id order, so placements are reproducible). A younger job may start
+// while an older, larger one waits (backfill); the older one keeps its
+// place and starts as soon as enough workers are idle.
+std::vector<Placement> DecidePlacements(absl::Time now,
+                                        const std::vector<PendingJobView>& queue,
+                                        const std::vector<WorkerView>& workers,
+                                        const MembershipOptions& options);
+
+struct Departure {
+  std::string worker_id;
+  std::string reason;
+};
+
+// Workers whose last contact is older than the timeout.
+std::vector<Departure> DecideDepartures(absl::Time now, const std::vector<WorkerView>& workers,
+                                        const MembershipOptions& options);
+
+// Worker ids compare by their numeric suffix ("w-2" < "w-10").
+bool WorkerIdLess(const std::string& a, const std::string& b);
+
+}  // namespace tagi::coordinator
+
+#endif  // TAGI_COORDINATOR_MEMBERSHIP_H_

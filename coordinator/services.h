@@ -1,0 +1,68 @@
+// The gRPC faces of the Coordinator: the user-facing Jobs service and the
+// worker-facing Cluster service. Each handler checks the protocol version,
+// validates sizes, calls the Coordinator and maps the status; none holds a
+// lock across anything but the Coordinator's own bounded waits.
+// Thread-safe (the Coordinator is).
+#ifndef TAGI_COORDINATOR_SERVICES_H_
+#define TAGI_COORDINATOR_SERVICES_H_
+
+#include "coordinator/coordinator.h"
+#include "tagi/v1/cluster.grpc.pb.h"
+#include "tagi/v1/jobs.grpc.pb.h"
+
+namespace tagi::coordinator {
+
+// Bytes per DownloadModel chunk.
+inline constexpr size_t kModelChunkBytes = 1 << 20;
+
+class JobsService final : public tagi::v1::Jobs::Service {
+ public:
+  explicit JobsService(Coordinator& c) : c_(c) {}
+  grpc::Status Submit(grpc::ServerContext*, const tagi::v1::SubmitJobRequest*,
+                      tagi::v1::Job*) override;
+  grpc::Status Get(grpc::ServerContext*, const tagi::v1::GetJobRequest*, tagi::v1::Job*) override;
+  grpc::Status List(grpc::ServerContext*, const tagi::v1::ListJobsRequest*,
+                    tagi::v1::ListJobsResponse*) override;
+  grpc::Status Cancel(grpc::ServerContext*, const tagi::v1::CancelJobRequest*,
+                      tagi::v1::Job*) override;
+  grpc::Status Watch(grpc::ServerContext*, const tagi::v1::WatchJobRequest*,
+                     grpc::ServerWriter<tagi::v1::Job>*) override;
+  grpc::Status DownloadModel(grpc::ServerContext*, const tagi::v1::DownloadModelRequest*,
+                             grpc::ServerWriter<tagi::v1::ModelChunk>*) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const tagi::v1::ListWorkersRequest*,
+                           tagi::v1::ListWorkersResponse*) override;
+
+ private:
+  Coordinator& c_;
+};
+
+class ClusterService final : public tagi::v1::Cluster::Service {
+ public:
+  explicit ClusterService(Coordinator& c) : c_(c) {}
+  grpc::Status Register(grpc::ServerContext*, const tagi::v1::RegisterRequest*,
+                        tagi::v1::RegisterResponse*) override;
+  grpc::Status Rendezvous(grpc::ServerContext*, const tagi::v1::RendezvousRequest*,
+                          tagi::v1::RendezvousResponse*) override;
+  grpc::Status StoreSet(grpc::ServerContext*, const tagi::v1::StoreSetRequest*,
+                        tagi::v1::StoreSetResponse*) override;
+  grpc::Status StoreGet(grpc::ServerContext*, const tagi::v1::StoreGetRequest*,
+                        tagi::v1::StoreGetResponse*) override;
+  grpc::Status StoreWait(grpc::ServerContext*, const tagi::v1::StoreWaitRequest*,
+                         tagi::v1::StoreWaitResponse*) override;
+  grpc::Status StoreAdd(grpc::ServerContext*, const tagi::v1::StoreAddRequest*,
+                        tagi::v1::StoreAddResponse*) override;
+  grpc::Status ReportProgress(grpc::ServerContext*, const tagi::v1::ProgressReport*,
+                              tagi::v1::ProgressReply*) override;
+  grpc::Status UploadModel(grpc::ServerContext*,
+                           grpc::ServerReader<tagi::v1::UploadModelRequest>*,
+                           tagi::v1::UploadModelResponse*) override;
+  grpc::Status FinishJob(grpc::ServerContext*, const tagi::v1::FinishJobRequest*,
+                         tagi::v1::FinishJobResponse*) override;
+
+ private:
+  Coordinator& c_;
+};
+
+}  // namespace tagi::coordinator
+
+#endif  // TAGI_COORDINATOR_SERVICES_H_

@@ -1,0 +1,26 @@
+// Text for tagictl: one-line job summaries, the watch line with its
+// progress bar, and the job table. Pure functions; thread-safe.
+#ifndef TAGI_CTL_FORMAT_H_
+#define TAGI_CTL_FORMAT_H_
+
+#include <string>
+#include <vector>
+
+#include "tagi/v1/jobs.pb.h"
+
+namespace tagi {
+
+// "job-3  RUNNING  epoch 2/3  [=====>    ]  61%  38.2k samples/s  ETA 4.1s  test acc 85.34%"
+std::string WatchLine(const tagi::v1::Job& job);
+// The latest test metric: "test accuracy 85.34%" or "test RMSE 3.2100"; "" before the first
+// epoch ends.
+std::string LatestMetric(const tagi::v1::Job& job);
+// A table with a header: ID, NAME, STATE, WORLD, PROGRESS, METRIC, REASON.
+std::string JobTable(const std::vector<tagi::v1::Job>& jobs);
+// A multi-line human description of one job.
+std::string JobDetails(const tagi::v1::Job& job);
+std::string WorkerTable(const std::vector<tagi::v1::WorkerInfo>& workers);
+
+}  // namespace tagi
+
+#endif  // TAGI_CTL_FORMAT_H_

@@ -1,0 +1,41 @@
+// The user's side of the Jobs service: typed calls with deadlines and
+// absl::Status results. Used by tagictl and the integration tests.
+// Thread-safe.
+#ifndef TAGI_CTL_JOBS_CLIENT_H_
+#define TAGI_CTL_JOBS_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tagi/v1/jobs.grpc.pb.h"
+
+namespace tagi {
+
+class JobsClient {
+ public:
+  JobsClient(const std::string& target, absl::Duration rpc_timeout);
+
+  absl::StatusOr<tagi::v1::Job> Submit(const tagi::v1::JobSpec& spec);
+  absl::StatusOr<tagi::v1::Job> Get(const std::string& id);
+  absl::StatusOr<std::vector<tagi::v1::Job>> List();
+  absl::StatusOr<tagi::v1::Job> Cancel(const std::string& id);
+  absl::StatusOr<std::vector<tagi::v1::WorkerInfo>> ListWorkers();
+  // Streams the job's updates to `on_update` until it ends or `timeout`
+  // passes; returns the last state seen.
+  absl::StatusOr<tagi::v1::Job> Watch(const std::string& id, absl::Duration timeout,
+                                      const std::function<void(const tagi::v1::Job&)>& on_update);
+  // The final model file's bytes.
+  absl::StatusOr<std::string> DownloadModel(const std::string& id, absl::Duration timeout);
+
+ private:
+  const absl::Duration rpc_timeout_;
+  std::unique_ptr<tagi::v1::Jobs::Stub> stub_;
+};
+
+}  // namespace tagi
+
+#endif  // TAGI_CTL_JOBS_CLIENT_H_

@@ -1,0 +1,163 @@
+// tagictl: the command-line client of the coordinator.
+//
+//   tagictl --coord HOST:PORT submit JOB.json [--watch]
+//   tagictl --coord HOST:PORT list | workers
+//   tagictl --coord HOST:PORT status ID [--json]
+//   tagictl --coord HOST:PORT watch ID
+//   tagictl --coord HOST:PORT cancel ID
+//   tagictl --coord HOST:PORT download ID -o FILE
+#include <google/protobuf/util/json_util.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "common/clock.h"
+#include "common/file_util.h"
+#include "common/flags.h"
+#include "common/job_spec.h"
+#include "common/progress_bar.h"
+#include "ctl/format.h"
+#include "ctl/jobs_client.h"
+
+ABSL_FLAG(std::string, coord, "127.0.0.1:7070", "The coordinator's gRPC address, HOST:PORT.");
+ABSL_FLAG(bool, watch, false, "submit: watch the job until it ends.");
+ABSL_FLAG(bool, json, false, "status: print the job as JSON.");
+ABSL_FLAG(std::string, o, "", "download: the file to write.");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each plain request.");
+ABSL_FLAG(absl::Duration, watch_timeout, absl::Hours(24 * 7), "Give up watching after this long.");
+
+namespace tagi {
+namespace {
+
+constexpr char kUsage[] =
+    "the tagi-ddp command-line client.\n"
+    "  tagictl --coord HOST:PORT submit JOB.json [--watch]\n"
+    "  tagictl --coord HOST:PORT list | workers\n"
+    "  tagictl --coord HOST:PORT status ID [--json]\n"
+    "  tagictl --coord HOST:PORT watch ID\n"
+    "  tagictl --coord HOST:PORT cancel ID\n"
+    "  tagictl --coord HOST:PORT download ID -o FILE\n"
+    "Exit codes: 0 success (watch: the job SUCCEEDED), 1 failure (watch: the job FAILED or was\n"
+    "CANCELLED), 2 usage. Run with --helpfull for every flag.";
+
+int Fail(const absl::Status& st) {
+  std::fprintf(stderr, "tagictl: %s\n", std::string(st.message()).c_str());
+  return 1;
+}
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "tagictl: %s\nusage: %s\n", why.c_str(), kUsage);
+  return 2;
+}
+
+int Watch(JobsClient& client, const std::string& id) {
+  const bool tty = ::isatty(STDERR_FILENO);
+  RealClock clock;
+  ProgressPrinter printer(stderr, clock, absl::Milliseconds(100));
+  std::string last_line;
+  size_t epochs_seen = 0;
+  auto job = client.Watch(id, absl::GetFlag(FLAGS_watch_timeout), [&](const tagi::v1::Job& j) {
+    const std::string line = WatchLine(j);
+    if (tty) {
+      printer.Update(line);
+    } else if (static_cast<size_t>(j.progress().epochs_size()) != epochs_seen ||
+               j.state() != tagi::v1::RUNNING) {
+      if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
+      last_line = line;
+    }
+    epochs_seen = static_cast<size_t>(j.progress().epochs_size());
+  });
+  if (!job.ok()) return Fail(job.status());
+  if (tty) {
+    printer.Update(WatchLine(*job), true);
+    printer.Finish();
+  }
+  std::printf("%s %s: %s\n", job->id().c_str(), tagi::v1::JobState_Name(job->state()).c_str(),
+              job->reason().c_str());
+  const std::string metric = LatestMetric(*job);
+  if (!metric.empty()) std::printf("final %s\n", metric.c_str());
+  return job->state() == tagi::v1::SUCCEEDED ? 0 : 1;
+}
+
+int Submit(JobsClient& client, const std::string& path) {
+  auto spec = LoadJobSpecFile(path);
+  if (!spec.ok()) return Fail(spec.status());
+  auto job = client.Submit(*spec);
+  if (!job.ok()) return Fail(job.status());
+  std::printf("%s\n", job->id().c_str());
+  std::fflush(stdout);
+  return absl::GetFlag(FLAGS_watch) ? Watch(client, job->id()) : 0;
+}
+
+int Status(JobsClient& client, const std::string& id) {
+  auto job = client.Get(id);
+  if (!job.ok()) return Fail(job.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string out;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(*job, &out, options);
+    std::printf("%s", out.c_str());
+  } else {
+    std::printf("%s", JobDetails(*job).c_str());
+  }
+  return 0;
+}
+
+int Download(JobsClient& client, const std::string& id) {
+  const std::string out = absl::GetFlag(FLAGS_o);
+  if (out.empty()) return Usage("download needs -o FILE");
+  auto bytes = client.DownloadModel(id, absl::Minutes(10));
+  if (!bytes.ok()) return Fail(bytes.status());
+  if (auto st = WriteFileAtomic(out, *bytes); !st.ok()) return Fail(st);
+  std::printf("%s: %zu bytes\n", out.c_str(), bytes->size());
+  return 0;
+}
+
+int Run(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("no command given");
+  const std::string& cmd = args[0];
+  const std::string coord = absl::GetFlag(FLAGS_coord);
+  if (!ValidHostPort(coord)) return Usage(absl::StrFormat("--coord \"%s\" is not HOST:PORT", coord));
+  JobsClient client(coord, absl::GetFlag(FLAGS_timeout));
+  const bool one_arg = args.size() == 2;
+  if (cmd == "list" && args.size() == 1) {
+    auto jobs = client.List();
+    if (!jobs.ok()) return Fail(jobs.status());
+    std::printf("%s", JobTable(*jobs).c_str());
+    return 0;
+  }
+  if (cmd == "workers" && args.size() == 1) {
+    auto workers = client.ListWorkers();
+    if (!workers.ok()) return Fail(workers.status());
+    std::printf("%s", WorkerTable(*workers).c_str());
+    return 0;
+  }
+  if (cmd == "submit" && one_arg) return Submit(client, args[1]);
+  if (cmd == "status" && one_arg) return Status(client, args[1]);
+  if (cmd == "watch" && one_arg) return Watch(client, args[1]);
+  if (cmd == "download" && one_arg) return Download(client, args[1]);
+  if (cmd == "cancel" && one_arg) {
+    auto job = client.Cancel(args[1]);
+    if (!job.ok()) return Fail(job.status());
+    std::printf("%s %s: %s\n", job->id().c_str(), tagi::v1::JobState_Name(job->state()).c_str(),
+                job->reason().c_str());
+    return 0;
+  }
+  return Usage(absl::StrFormat("unknown command or wrong arguments: \"%s\"", cmd));
+}
+
+}  // namespace
+}  // namespace tagi
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(tagi::kUsage);
+  std::vector<char*> raw = tagi::ParseFlags(argc, argv);
+  std::vector<std::string> args(raw.begin() + 1, raw.end());
+  return tagi::Run(args);
+}

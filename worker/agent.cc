@@ -1,0 +1,90 @@
+#include "worker/agent.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "common/rng.h"
+
+namespace tagi {
+
+Agent::Agent(AgentOptions options, Clock& clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      client_(options_.coordinator, options_.rpc_timeout) {}
+
+void Agent::Backoff(int attempt) {
+  // 100 ms doubling to max_backoff, with +-50 % jitter so that a restarted
+  // coordinator is not hit by every worker at once.
+  const double base = std::min(0.1 * (1 << std::min(attempt, 10)),
+                               absl::ToDoubleSeconds(options_.max_backoff));
+  Rng rng(DeriveSeed(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())), attempt));
+  const double wait = base * (0.5 + rng.Uniform());
+  const absl::Time until = clock_.Now() + absl::Seconds(wait);
+  while (!stop_ && clock_.Now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool Agent::RegisterWithRetry() {
+  tagi::v1::RegisterRequest req;
+  req.set_hostname(options_.hostname);
+  req.set_device(options_.device);
+  req.set_threads(static_cast<uint32_t>(options_.runner.threads));
+  req.set_worker_id(worker_id_);
+  for (int attempt = 0; !stop_; ++attempt) {
+    auto resp = client_.Register(req);
+    if (resp.ok()) {
+      worker_id_ = resp->worker_id();
+      std::fprintf(stderr, "tagi-worker: registered with %s as %s\n",
+                   options_.coordinator.c_str(), worker_id_.c_str());
+      return true;
+    }
+    if (absl::IsFailedPrecondition(resp.status())) {
+      std::fprintf(stderr, "tagi-worker: the coordinator refused us: %s\n",
+                   std::string(resp.status().message()).c_str());
+      return false;
+    }
+    if (attempt == 0 || attempt % 10 == 0) {
+      std::fprintf(stderr, "tagi-worker: cannot reach %s (%s); retrying\n",
+                   options_.coordinator.c_str(), std::string(resp.status().message()).c_str());
+    }
+    Backoff(attempt);
+  }
+  return false;
+}
+
+int Agent::Run() {
+  if (!RegisterWithRetry()) return stop_ ? 0 : 1;
+  int jobs = 0;
+  int failures = 0;
+  while (!stop_) {
+    auto resp = client_.Rendezvous(worker_id_, options_.poll);
+    if (!resp.ok()) {
+      if (absl::IsNotFound(resp.status())) {  // the coordinator forgot us
+        if (!RegisterWithRetry()) return stop_ ? 0 : 1;
+        continue;
+      }
+      if (absl::IsFailedPrecondition(resp.status())) return 1;
+      Backoff(failures++);
+      continue;
+    }
+    failures = 0;
+    if (!resp->assigned()) continue;
+    const tagi::v1::Assignment& a = resp->assignment();
+    std::fprintf(stderr, "tagi-worker %s: job %s generation %d: rank %d of %d\n",
+                 worker_id_.c_str(), a.job_id().c_str(), static_cast<int>(a.generation()),
+                 a.rank(), a.world_size());
+    JobRunnerOptions runner = options_.runner;
+    runner.worker_id = worker_id_;
+    const JobOutcome out = RunAssignment(client_, runner, a, clock_);
+    std::fprintf(stderr, "tagi-worker %s: job %s %s%s%s\n", worker_id_.c_str(),
+                 a.job_id().c_str(), out.ok ? "finished" : (out.cancelled ? "cancelled" : "failed"),
+                 out.reason.empty() ? "" : ": ", out.reason.c_str());
+    if (options_.max_jobs > 0 && ++jobs >= options_.max_jobs) break;
+  }
+  return 0;
+}
+
+}  // namespace tagi

@@ -1,0 +1,37 @@
+// Collective: the communication a data-parallel step needs, behind one
+// small interface with Gloo (CPU, TCP), NCCL (GPU) and in-process (tests)
+// implementations.
+//
+// Every call is collective: all ranks of the group make the same calls in
+// the same order with the same sizes. Every call has a timeout: when the
+// peers do not all arrive in time it returns DeadlineExceeded instead of
+// hanging. Errors are sticky: after any failed call, or after Abort(), the
+// object only returns Aborted; the caller builds a new group (a new
+// generation). Not thread-safe except Abort(), which another thread may call
+// to make a call in progress return as soon as the backend allows.
+#ifndef TAGI_WORKER_COLLECTIVE_COLLECTIVE_H_
+#define TAGI_WORKER_COLLECTIVE_COLLECTIVE_H_
+
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace tagi {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // Element-wise sum over all ranks, in place.
+  virtual absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) = 0;
+  // Copies root's data to every rank.
+  virtual absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) = 0;
+  virtual absl::Status Barrier(absl::Duration timeout) = 0;
+  virtual void Abort() = 0;
+};
+
+}  // namespace tagi
+
+#endif  // TAGI_WORKER_COLLECTIVE_COLLECTIVE_H_

@@ -1,0 +1,162 @@
+#include "worker/coordinator_client.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/grpc_util.h"
+
+namespace tagi {
+namespace {
+
+// One long poll never asks the coordinator to wait longer than this.
+constexpr absl::Duration kMaxPoll = absl::Seconds(20);
+// Slack for the network on top of a server-side wait.
+constexpr absl::Duration kWaitSlack = absl::Seconds(5);
+
+uint32_t Ms(absl::Duration d) {
+  return static_cast<uint32_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(d)));
+}
+
+}  // namespace
+
+CoordinatorClient::CoordinatorClient(const std::string& target, absl::Duration rpc_timeout)
+    : target_(target),
+      rpc_timeout_(rpc_timeout),
+      stub_(tagi::v1::Cluster::NewStub(MakeChannel(target))) {}
+
+absl::StatusOr<tagi::v1::RegisterResponse> CoordinatorClient::Register(
+    const tagi::v1::RegisterRequest& req) {
+  auto ctx = MakeClientContext(rpc_timeout_);
+  tagi::v1::RegisterResponse resp;
+  if (auto st = FromGrpcStatus(stub_->Register(ctx.get(), req, &resp)); !st.ok()) return st;
+  return resp;
+}
+
+absl::StatusOr<tagi::v1::RendezvousResponse> CoordinatorClient::Rendezvous(
+    const std::string& worker_id, absl::Duration wait) {
+  auto ctx = MakeClientContext(wait + kWaitSlack);
+  tagi::v1::RendezvousRequest req;
+  req.set_worker_id(worker_id);
+  req.set_wait_ms(Ms(wait));
+  tagi::v1::RendezvousResponse resp;
+  if (auto st = FromGrpcStatus(stub_->Rendezvous(ctx.get(), req, &resp)); !st.ok()) return st;
+  return resp;
+}
+
+absl::StatusOr<tagi::v1::ProgressReply> CoordinatorClient::ReportProgress(
+    const tagi::v1::ProgressReport& report) {
+  auto ctx = MakeClientContext(rpc_timeout_);
+  tagi::v1::ProgressReply reply;
+  if (auto st = FromGrpcStatus(stub_->ReportProgress(ctx.get(), report, &reply)); !st.ok()) {
+    return st;
+  }
+  return reply;
+}
+
+absl::Status CoordinatorClient::UploadModel(const tagi::v1::UploadModelRequest& header,
+                                            const std::string& bytes) {
+  constexpr size_t kChunk = 1 << 20;
+  // Allow for slow links: a second per MiB on top of the usual timeout.
+  auto ctx = MakeClientContext(rpc_timeout_ + absl::Seconds(bytes.size() / kChunk));
+  tagi::v1::UploadModelResponse resp;
+  auto writer = stub_->UploadModel(ctx.get(), &resp);
+  tagi::v1::UploadModelRequest msg = header;
+  msg.set_total_bytes(bytes.size());
+  msg.set_data(bytes.substr(0, kChunk));
+  bool ok = writer->Write(msg);
+  for (size_t off = kChunk; ok && off < bytes.size(); off += kChunk) {
+    tagi::v1::UploadModelRequest chunk;
+    chunk.set_data(bytes.substr(off, kChunk));
+    ok = writer->Write(chunk);
+  }
+  writer->WritesDone();
+  return FromGrpcStatus(writer->Finish());
+}
+
+absl::Status CoordinatorClient::FinishJob(const tagi::v1::FinishJobRequest& req) {
+  auto ctx = MakeClientContext(rpc_timeout_);
+  tagi::v1::FinishJobResponse resp;
+  return FromGrpcStatus(stub_->FinishJob(ctx.get(), req, &resp));
+}
+
+absl::Status CoordinatorClient::StoreSet(const std::string& job, uint64_t gen,
+                                         const std::string& key, const std::string& value) {
+  auto ctx = MakeClientContext(rpc_timeout_);
+  tagi::v1::StoreSetRequest req;
+  req.set_job_id(job);
+  req.set_generation(gen);
+  req.set_key(key);
+  req.set_value(value);
+  tagi::v1::StoreSetResponse resp;
+  return FromGrpcStatus(stub_->StoreSet(ctx.get(), req, &resp));
+}
+
+absl::StatusOr<std::string> CoordinatorClient::StoreGet(const std::string& job, uint64_t gen,
+                                                        const std::string& key,
+                                                        absl::Duration wait) {
+  auto ctx = MakeClientContext(wait + kWaitSlack);
+  tagi::v1::StoreGetRequest req;
+  req.set_job_id(job);
+  req.set_generation(gen);
+  req.set_key(key);
+  req.set_wait_ms(Ms(wait));
+  tagi::v1::StoreGetResponse resp;
+  if (auto st = FromGrpcStatus(stub_->StoreGet(ctx.get(), req, &resp)); !st.ok()) return st;
+  return resp.value();
+}
+
+absl::Status CoordinatorClient::StoreWait(const std::string& job, uint64_t gen,
+                                          const std::vector<std::string>& keys,
+                                          absl::Duration wait) {
+  auto ctx = MakeClientContext(wait + kWaitSlack);
+  tagi::v1::StoreWaitRequest req;
+  req.set_job_id(job);
+  req.set_generation(gen);
+  for (const auto& k : keys) req.add_keys(k);
+  req.set_wait_ms(Ms(wait));
+  tagi::v1::StoreWaitResponse resp;
+  return FromGrpcStatus(stub_->StoreWait(ctx.get(), req, &resp));
+}
+
+absl::StatusOr<int64_t> CoordinatorClient::StoreAdd(const std::string& job, uint64_t gen,
+                                                    const std::string& key, int64_t delta) {
+  auto ctx = MakeClientContext(rpc_timeout_);
+  tagi::v1::StoreAddRequest req;
+  req.set_job_id(job);
+  req.set_generation(gen);
+  req.set_key(key);
+  req.set_delta(delta);
+  tagi::v1::StoreAddResponse resp;
+  if (auto st = FromGrpcStatus(stub_->StoreAdd(ctx.get(), req, &resp)); !st.ok()) return st;
+  return resp.value();
+}
+
+absl::Status CoordinatorStore::Set(const std::string& key, const std::string& value) {
+  return client_.StoreSet(job_, gen_, key, value);
+}
+
+absl::StatusOr<std::string> CoordinatorStore::Get(const std::string& key,
+                                                  absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    auto v = client_.StoreGet(job_, gen_, key, std::clamp(left, absl::ZeroDuration(), kMaxPoll));
+    if (v.ok() || !absl::IsDeadlineExceeded(v.status()) || absl::Now() >= deadline) return v;
+  }
+}
+
+absl::Status CoordinatorStore::Wait(const std::vector<std::string>& keys,
+                                    absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    auto st = client_.StoreWait(job_, gen_, keys, std::clamp(left, absl::ZeroDuration(), kMaxPoll));
+    if (st.ok() || !absl::IsDeadlineExceeded(st) || absl::Now() >= deadline) return st;
+  }
+}
+
+absl::StatusOr<int64_t> CoordinatorStore::Add(const std::string& key, int64_t delta) {
+  return client_.StoreAdd(job_, gen_, key, delta);
+}
+
+}  // namespace tagi

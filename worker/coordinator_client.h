@@ -1,0 +1,70 @@
+// The worker's side of the Cluster service: typed calls with deadlines and
+// absl::Status results, and a tagi::Store over the coordinator's job-scoped
+// key-value store (what Gloo's rendezvous and the NCCL unique id use).
+// Thread-safe (gRPC stubs are).
+#ifndef TAGI_WORKER_COORDINATOR_CLIENT_H_
+#define TAGI_WORKER_COORDINATOR_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/store.h"
+#include "tagi/v1/cluster.grpc.pb.h"
+
+namespace tagi {
+
+class CoordinatorClient {
+ public:
+  // `rpc_timeout` bounds every call that does not wait on purpose.
+  CoordinatorClient(const std::string& target, absl::Duration rpc_timeout);
+
+  const std::string& target() const { return target_; }
+
+  absl::StatusOr<tagi::v1::RegisterResponse> Register(const tagi::v1::RegisterRequest& req);
+  // Long poll: waits up to `wait` for an assignment.
+  absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
+                                                          absl::Duration wait);
+  absl::StatusOr<tagi::v1::ProgressReply> ReportProgress(const tagi::v1::ProgressReport& report);
+  absl::Status UploadModel(const tagi::v1::UploadModelRequest& header, const std::string& bytes);
+  absl::Status FinishJob(const tagi::v1::FinishJobRequest& req);
+
+  // Store calls scoped to one job attempt.
+  absl::Status StoreSet(const std::string& job, uint64_t gen, const std::string& key,
+                        const std::string& value);
+  absl::StatusOr<std::string> StoreGet(const std::string& job, uint64_t gen,
+                                       const std::string& key, absl::Duration wait);
+  absl::Status StoreWait(const std::string& job, uint64_t gen,
+                         const std::vector<std::string>& keys, absl::Duration wait);
+  absl::StatusOr<int64_t> StoreAdd(const std::string& job, uint64_t gen, const std::string& key,
+                                   int64_t delta);
+
+ private:
+  const std::string target_;
+  const absl::Duration rpc_timeout_;
+  std::unique_ptr<tagi::v1::Cluster::Stub> stub_;
+};
+
+// A Store whose keys live under (job, generation) on the coordinator. Long
+// waits are split into polls of at most the coordinator's long-poll cap.
+class CoordinatorStore final : public Store {
+ public:
+  CoordinatorStore(CoordinatorClient& client, std::string job_id, uint64_t generation)
+      : client_(client), job_(std::move(job_id)), gen_(generation) {}
+
+  absl::Status Set(const std::string& key, const std::string& value) override;
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override;
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
+
+ private:
+  CoordinatorClient& client_;
+  const std::string job_;
+  const uint64_t gen_;
+};
+
+}  // namespace tagi
+
+#endif  // TAGI_WORKER_COORDINATOR_CLIENT_H_

@@ -1,0 +1,75 @@
+// tagi-worker: one per GPU (or per CPU host). Joins the coordinator, trains
+// the shards it is assigned, and waits for the next job.
+//
+//   tagi-worker --coord HOST:PORT [--device cpu] [--threads T] [--host ADDR]
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "common/clock.h"
+#include "common/flags.h"
+#include "common/job_spec.h"
+#include "common/signals.h"
+#include "worker/agent.h"
+
+ABSL_FLAG(std::string, coord, "", "The coordinator's gRPC address, HOST:PORT.");
+ABSL_FLAG(std::string, device, "cpu", "\"cpu\" (the CUDA engine arrives with the GPU issue).");
+ABSL_FLAG(int, threads, 1, "BLAS threads for the CPU engine.");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "Address this worker binds and advertises to its peers for the collective.");
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
+          "A collective call that has not completed by then fails the attempt.");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(30),
+          "Time allowed to form the collective group of a job.");
+ABSL_FLAG(int, max_jobs, 0, "Exit after this many jobs (0: run until stopped).");
+
+int main(int argc, char** argv) {
+  tagi::BlockTerminationSignals();
+  absl::SetProgramUsageMessage(
+      "a tagi-ddp worker.\n"
+      "  tagi-worker --coord HOST:PORT [--device cpu] [--threads T] [--host ADDR]\n"
+      "Run with --helpfull for every flag.");
+  std::vector<char*> args = tagi::ParseFlags(argc, argv);
+  if (args.size() != 1) {
+    std::fprintf(stderr, "tagi-worker: unexpected argument \"%s\"; see --help\n", args[1]);
+    return 2;
+  }
+  tagi::AgentOptions opt;
+  opt.coordinator = absl::GetFlag(FLAGS_coord);
+  opt.device = absl::GetFlag(FLAGS_device);
+  opt.runner.threads = absl::GetFlag(FLAGS_threads);
+  opt.runner.host = absl::GetFlag(FLAGS_host);
+  opt.runner.collective_timeout = absl::GetFlag(FLAGS_collective_timeout);
+  opt.runner.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  opt.max_jobs = absl::GetFlag(FLAGS_max_jobs);
+  char hostname[256] = {0};
+  ::gethostname(hostname, sizeof(hostname) - 1);
+  opt.hostname = hostname;
+  if (!tagi::ValidHostPort(opt.coordinator)) {
+    std::fprintf(stderr, "tagi-worker: --coord \"%s\" is not HOST:PORT\n",
+                 opt.coordinator.c_str());
+    return 2;
+  }
+  auto device = tagi::ParseDevice(opt.device);
+  if (!device.ok() || *device >= 0) {
+    std::fprintf(stderr, "tagi-worker: --device \"%s\": this build runs CPU workers only\n",
+                 opt.device.c_str());
+    return 2;
+  }
+  if (opt.runner.threads < 1 || opt.runner.threads > 256) {
+    std::fprintf(stderr, "tagi-worker: --threads must be in 1..256\n");
+    return 2;
+  }
+  tagi::RealClock clock;
+  tagi::Agent agent(opt, clock);
+  std::thread signals([&agent] {
+    // Ends with the process: the agent's Run() returns after Stop().
+    if (tagi::WaitForTerminationSignal(absl::InfiniteDuration()) != 0) agent.Stop();
+  });
+  signals.detach();
+  return agent.Run();
+}
