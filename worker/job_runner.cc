@@ -113,6 +113,16 @@ absl::Status VerifyReplicas(Store& store, const Assignment& a, uint64_t fingerpr
   return absl::OkStatus();
 }
 
+// Every rank says it is done with the collective and waits for the others
+// before tearing its connections down: a rank that closed them while a peer
+// was still finishing the last all-reduce would fail that peer.
+void DepartTogether(Store& store, const Assignment& a, absl::Duration timeout) {
+  if (!store.Set(absl::StrCat("done/", a.rank()), "1").ok()) return;
+  std::vector<std::string> keys;
+  for (uint32_t r = 0; r < a.world_size(); ++r) keys.push_back(absl::StrCat("done/", r));
+  (void)store.Wait(keys, timeout);  // best effort: the work is already done
+}
+
 void FillEpoch(const EpochMetrics& m, tagi::v1::EpochMetrics* out) {
   out->set_epoch(m.epoch + 1);
   out->set_train_accuracy(m.train_accuracy);
@@ -180,6 +190,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     FillEpoch(m, progress.add_epochs());
     board.SetProgress(progress);
   }
+  if (collective != nullptr) DepartTogether(store, a, options.connect_timeout);
   if (a.rank() == 0) {
     tagi::v1::UploadModelRequest header;
     header.set_worker_id(options.worker_id);

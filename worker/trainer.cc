@@ -187,6 +187,7 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
 
 absl::Status Trainer::Step(uint64_t epoch, size_t step) {
   const auto start = std::chrono::steady_clock::now();
+  sigma_v_ = SigmaVAtEpoch(spec_.noise(), epoch);
   GatherBatch(epoch, step);
   const size_t b = indices_.size();
   model_.TrainStepLocal(x_.data(), labels_.empty() ? nullptr : labels_.data(),

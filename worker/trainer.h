@@ -119,7 +119,7 @@ class Trainer {
   data::DistributedSampler sampler_;
   StepTimings timings_;
   float cap_factor_;
-  float sigma_v_ = 1.0f;
+  float sigma_v_ = 1.0f;  // of the epoch of the last Step
   // Batch staging buffers (sized once).
   std::vector<uint32_t> indices_;
   std::vector<float> x_;

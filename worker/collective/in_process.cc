@@ -239,7 +239,8 @@ int InProcessGroup::world() const { return state_->world(); }
 
 std::unique_ptr<Collective> InProcessGroup::Member(int rank) {
   ABSL_RAW_CHECK(rank >= 0 && rank < state_->world(), "InProcessGroup::Member: rank out of range");
-  ABSL_RAW_CHECK(state_->Claim(rank), "InProcessGroup::Member: rank already handed out");
+  const bool first_claim = state_->Claim(rank);
+  ABSL_RAW_CHECK(first_claim, "InProcessGroup::Member: rank already handed out");
   return std::make_unique<in_process_internal::Member>(state_, rank);
 }
 

@@ -1,0 +1,335 @@
+// The acceptance test of data-parallel training: with SUM reduction, two
+// ranks of batch 8 train the same model as one process of batch 16 (the
+// distributed sampler gives them the same global batches); with AVERAGE,
+// they follow the definition (mean of the ranks' deltas, step capped for
+// the local batch); a stop requested on one rank stops both after the same
+// step. Each runs with the in-process fake and with real Gloo.
+//
+// Tolerance: after 50 steps the largest scaled difference must be <= 1e-5,
+// separately over the mean and the variance halves of the arena, where
+//   variance k: |a - b| / max(|a|, |b|)
+//   mean k:     |a - b| / max(|a|, |b|, sd_k),  sd_k = sqrt(reference var k)
+// i.e. relative, except that a mean smaller than its own standard deviation
+// is compared on the scale of that deviation (as tests/engine/model_test.cc
+// does). Why: summing a batch of 16 at once or as 8 + 8 rounds differently,
+// and the rounding error of a sum is relative to its terms, not to the
+// result; a weight mean that happens to pass near zero (seen: 2.1e-4 with
+// sd 0.139, |a - b| = 2.3e-8) has a plain relative error of 1e-4 although
+// it agrees to 2e-7 of its deviation. The plain relative figure
+// |a - b| / max(|a|, |b|, 1e-6) is printed for information. Bit equality
+// with the single process is not expected; the ranks among themselves must
+// be bit-identical.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/job_spec.h"
+#include "common/rng.h"
+#include "gtest/gtest.h"
+#include "tests/collective/rank_threads.h"
+#include "worker/collective/gloo/gloo_collective.h"
+#include "worker/collective/in_process.h"
+#include "worker/data/sampler.h"
+#include "worker/engine/architecture.h"
+#include "worker/engine/model.h"
+#include "worker/trainer.h"
+
+namespace tagi {
+namespace {
+
+using tagi::v1::JobSpec;
+
+constexpr uint32_t kInputs = 16;
+constexpr uint32_t kHidden = 32;
+constexpr uint32_t kClasses = 10;
+constexpr size_t kSamples = 800;  // 50 steps of a global batch of 16
+constexpr size_t kSteps = 50;
+constexpr uint64_t kSeed = 2024;
+constexpr double kTolerance = 1e-5;
+constexpr absl::Duration kTimeout = absl::Seconds(30);
+
+JobSpec Spec(uint32_t batch, JobSpec::Reduction reduction) {
+  JobSpec spec;
+  auto* l1 = spec.add_layers();
+  l1->set_kind(tagi::v1::Layer::LINEAR);
+  l1->set_in_features(kInputs);
+  l1->set_out_features(kHidden);
+  spec.add_layers()->set_kind(tagi::v1::Layer::RELU);
+  spec.mutable_head()->mutable_classification()->set_num_classes(kClasses);
+  auto* l2 = spec.add_layers();
+  l2->set_kind(tagi::v1::Layer::LINEAR);
+  l2->set_in_features(kHidden);
+  l2->set_out_features(static_cast<uint32_t>(ExpectedOutputWidth(spec)));
+  spec.mutable_noise()->set_sigma_v(1.0f);
+  spec.set_batch_size(batch);
+  spec.set_epochs(1);
+  spec.set_seed(kSeed);
+  spec.set_reduction(reduction);
+  return spec;
+}
+
+// Random inputs in [-1, 1]; the label is the largest of the first ten
+// features, so there is something to learn.
+data::Dataset RandomSplit(size_t n, uint64_t seed) {
+  data::Dataset d;
+  d.num_samples = n;
+  d.input_dim = kInputs;
+  d.num_classes = static_cast<int>(kClasses);
+  Rng rng(seed);
+  d.inputs.resize(n * kInputs);
+  for (float& x : d.inputs) x = static_cast<float>(2.0 * rng.Uniform() - 1.0);
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = d.inputs.data() + i * kInputs;
+    d.labels.push_back(static_cast<int32_t>(std::max_element(row, row + kClasses) - row));
+  }
+  return d;
+}
+
+data::LoadedData MakeData() {
+  data::LoadedData data;
+  data.data.train = RandomSplit(kSamples, 1);
+  data.data.test = RandomSplit(64, 2);
+  return data;
+}
+
+std::unique_ptr<engine::Model> MakeModel(const JobSpec& spec) {
+  auto arch = engine::ArchitectureFromJobSpec(spec);
+  EXPECT_TRUE(arch.ok()) << arch.status();
+  if (!arch.ok()) return nullptr;
+  auto model = engine::Model::Create(*arch, spec.batch_size());
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
+  (*model)->Initialize(DeriveSeed(spec.seed(), kInitStream), engine::InitOptions{});
+  return std::move(*model);
+}
+
+std::vector<float> Params(const engine::Model& model) {
+  auto p = model.parameters();
+  return {p.begin(), p.end()};
+}
+
+struct Diff {
+  double mean = 0.0;
+  double var = 0.0;
+};
+
+// The scaled difference of the header comment; `b` is the reference.
+Diff MaxScaledDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  Diff d;
+  if (a.size() != b.size()) return {1.0, 1.0};
+  const size_t n = a.size() / 2;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const double x = a[k];
+    const double y = b[k];
+    const double floor = k < n ? std::sqrt(static_cast<double>(b[n + k])) : 0.0;
+    const double scale = std::max({std::abs(x), std::abs(y), floor, 1e-30});
+    double& worst = k < n ? d.mean : d.var;
+    worst = std::max(worst, std::abs(x - y) / scale);
+  }
+  return d;
+}
+
+// |a - b| / max(|a|, |b|, 1e-6), for information.
+Diff MaxPlainRelativeDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  Diff d;
+  const size_t n = a.size() / 2;
+  for (size_t k = 0; k < std::min(a.size(), b.size()); ++k) {
+    const double x = a[k];
+    const double y = b[k];
+    double& worst = k < n ? d.mean : d.var;
+    worst = std::max(worst, std::abs(x - y) / std::max({std::abs(x), std::abs(y), 1e-6}));
+  }
+  return d;
+}
+
+std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data, size_t steps) {
+  auto model = MakeModel(spec);
+  if (model == nullptr) return {};
+  RealClock clock;
+  Trainer trainer(spec, *model, data, clock, TrainerOptions{});
+  for (size_t s = 0; s < steps; ++s) {
+    const absl::Status st = trainer.Step(0, s);
+    EXPECT_TRUE(st.ok()) << "step " << s << ": " << st;
+  }
+  return Params(*model);
+}
+
+enum class Backend { kInProcess, kGloo };
+
+struct RankRun {
+  std::vector<float> params;
+  std::vector<absl::Status> steps;  // up to and including the first failure
+};
+
+// One rank's training loop over `member`; fills `run`.
+void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::LoadedData& data,
+               size_t steps, std::function<bool()> stop, RankRun& run) {
+  auto model = MakeModel(spec);
+  ASSERT_NE(model, nullptr);
+  RealClock clock;
+  TrainerOptions options;
+  options.collective = &member;
+  options.collective_timeout = kTimeout;
+  options.stop_requested = std::move(stop);
+  Trainer trainer(spec, *model, data, clock, std::move(options));
+  ASSERT_EQ(trainer.rank(), rank);
+  for (size_t s = 0; s < steps; ++s) {
+    run.steps.push_back(trainer.Step(0, s));
+    if (!run.steps.back().ok()) break;
+  }
+  run.params = Params(*model);
+}
+
+// Two ranks, each with its own model, trainer and collective member.
+// stop_for(rank) gives that rank's stop_requested (may be empty).
+std::vector<RankRun> TrainRanks(Backend backend, const JobSpec& spec, const data::LoadedData& data,
+                                size_t steps,
+                                const std::function<std::function<bool()>(int)>& stop_for = {}) {
+  constexpr int kWorld = 2;
+  InProcessGroup group(kWorld);
+  InMemoryStore base;
+  PrefixStore store("equivalence/", base);
+  std::vector<RankRun> runs(kWorld);
+  // Members are destroyed only once every rank has finished, so that a
+  // rank that is done does not tear down a connection a peer still reads.
+  std::latch finished(kWorld);
+  testing::RunRanks(kWorld, [&](int r) {
+    std::unique_ptr<Collective> member;
+    if (backend == Backend::kInProcess) {
+      member = group.Member(r);
+    } else if (auto made = CreateGlooCollective(store, r, kWorld, GlooOptions{}); made.ok()) {
+      member = std::move(*made);
+    } else {
+      ADD_FAILURE() << made.status();
+    }
+    if (member != nullptr) {
+      TrainRank(r, *member, spec, data, steps, stop_for ? stop_for(r) : nullptr, runs[r]);
+    }
+    finished.arrive_and_wait();
+  });
+  return runs;
+}
+
+// AVERAGE by its definition: per step, both ranks' local deltas, averaged
+// elementwise, applied with the cap factor of the local batch.
+std::vector<float> AverageReference(const JobSpec& spec, const data::LoadedData& data,
+                                    size_t steps) {
+  const size_t b = spec.batch_size();
+  const auto& train = data.data.train;
+  std::array<std::unique_ptr<engine::Model>, 2> models = {MakeModel(spec), MakeModel(spec)};
+  if (models[0] == nullptr || models[1] == nullptr) return {};
+  const uint64_t sampler_seed = DeriveSeed(spec.seed(), kSamplerStream);
+  std::array<data::DistributedSampler, 2> samplers = {
+      data::DistributedSampler(train.num_samples, sampler_seed, 2, 0, b),
+      data::DistributedSampler(train.num_samples, sampler_seed, 2, 1, b)};
+  const float sigma_v = SigmaVAtEpoch(spec.noise(), 0);
+  std::vector<uint32_t> idx(b);
+  std::vector<float> x(b * train.input_dim);
+  std::vector<int32_t> labels(b);
+  for (size_t s = 0; s < steps; ++s) {
+    for (int r = 0; r < 2; ++r) {
+      samplers[r].Batch(0, s, idx);
+      for (size_t i = 0; i < b; ++i) {
+        std::copy_n(train.inputs.begin() + idx[i] * train.input_dim, train.input_dim,
+                    x.begin() + i * train.input_dim);
+        labels[i] = train.labels[idx[i]];
+      }
+      models[r]->TrainStepLocal(x.data(), labels.data(), nullptr, b, sigma_v);
+    }
+    auto d0 = models[0]->deltas();
+    auto d1 = models[1]->deltas();
+    for (size_t k = 0; k < d0.size(); ++k) d0[k] = d1[k] = (d0[k] + d1[k]) / 2.0f;
+    for (auto& m : models) m->ApplyStep(engine::CapFactor(b));
+  }
+  EXPECT_EQ(Params(*models[0]), Params(*models[1]));
+  return Params(*models[0]);
+}
+
+void ExpectAllOk(const std::vector<RankRun>& runs, size_t steps) {
+  for (size_t r = 0; r < runs.size(); ++r) {
+    ASSERT_EQ(runs[r].steps.size(), steps)
+        << "rank " << r << " stopped early: "
+        << (runs[r].steps.empty() ? absl::UnknownError("no step") : runs[r].steps.back());
+  }
+}
+
+class EquivalenceTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  const data::LoadedData data_ = MakeData();
+};
+
+TEST_P(EquivalenceTest, SumModeTwoRanksOfEightMatchOneProcessOfSixteen) {
+  const std::vector<float> initial = Params(*MakeModel(Spec(16, JobSpec::SUM)));
+  const std::vector<float> single = TrainSingle(Spec(16, JobSpec::SUM), data_, kSteps);
+  const auto runs = TrainRanks(GetParam(), Spec(8, JobSpec::SUM), data_, kSteps);
+  ExpectAllOk(runs, kSteps);
+  const Diff d = MaxScaledDiff(runs[0].params, single);
+  EXPECT_LE(d.mean, kTolerance) << "mean arena";
+  EXPECT_LE(d.var, kTolerance) << "variance arena";
+  EXPECT_EQ(runs[0].params, runs[1].params) << "ranks are not bit-identical";
+  // Not vacuous: training moved the parameters far beyond the tolerance.
+  const Diff moved = MaxScaledDiff(single, initial);
+  EXPECT_GT(std::min(moved.mean, moved.var), 1e-2);
+  const Diff plain = MaxPlainRelativeDiff(runs[0].params, single);
+  std::printf(
+      "SUM vs one process: scaled difference mean %.3g, variance %.3g; "
+      "plain relative mean %.3g, variance %.3g\n",
+      d.mean, d.var, plain.mean, plain.var);
+}
+
+TEST_P(EquivalenceTest, AverageModeMatchesItsDefinition) {
+  const JobSpec spec = Spec(8, JobSpec::AVERAGE);
+  const auto runs = TrainRanks(GetParam(), spec, data_, kSteps);
+  ExpectAllOk(runs, kSteps);
+  const Diff d = MaxScaledDiff(runs[0].params, AverageReference(spec, data_, kSteps));
+  EXPECT_LE(d.mean, kTolerance) << "mean arena";
+  EXPECT_LE(d.var, kTolerance) << "variance arena";
+  EXPECT_EQ(runs[0].params, runs[1].params) << "ranks are not bit-identical";
+}
+
+TEST_P(EquivalenceTest, StopOnOneRankStopsBothAfterTheSameStep) {
+  constexpr size_t kStopAt = 10;
+  const JobSpec spec = Spec(8, JobSpec::SUM);
+  auto stop_for = [](int rank) -> std::function<bool()> {
+    if (rank != 1) return {};
+    return [polls = size_t{0}]() mutable { return polls++ >= kStopAt; };
+  };
+  const auto runs = TrainRanks(GetParam(), spec, data_, kSteps, stop_for);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(runs[r].steps.size(), kStopAt + 1) << "rank " << r;
+    for (size_t s = 0; s < kStopAt; ++s) EXPECT_TRUE(runs[r].steps[s].ok()) << runs[r].steps[s];
+    EXPECT_TRUE(absl::IsCancelled(runs[r].steps[kStopAt])) << runs[r].steps[kStopAt];
+  }
+  EXPECT_EQ(runs[0].params, runs[1].params);
+  // The stopped step was not applied: the model is that of kStopAt steps.
+  const auto ten = TrainRanks(Backend::kInProcess, spec, data_, kStopAt);
+  EXPECT_EQ(runs[0].params, ten[0].params);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, EquivalenceTest,
+                         ::testing::Values(Backend::kInProcess, Backend::kGloo),
+                         [](const auto& info) {
+                           return std::string(info.param == Backend::kGloo ? "Gloo" : "InProcess");
+                         });
+
+TEST(Equivalence, GlooAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
+  const data::LoadedData data = MakeData();
+  const JobSpec spec = Spec(8, JobSpec::SUM);
+  const auto fake = TrainRanks(Backend::kInProcess, spec, data, kSteps);
+  const auto gloo = TrainRanks(Backend::kGloo, spec, data, kSteps);
+  ExpectAllOk(fake, kSteps);
+  ExpectAllOk(gloo, kSteps);
+  EXPECT_EQ(fake[0].params, gloo[0].params);
+}
+
+}  // namespace
+}  // namespace tagi
