@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test test-unit demo bench clean
+.PHONY: all deps configure build test test-unit demo demo-single bench clean
 
 all: build
 
@@ -29,11 +29,16 @@ test-unit: deps
 	$(MAKE) build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS) -LE integration
 
-# The main job on the embedded default: Fashion-MNIST from Debian's package.
+# The main job on the embedded default: a coordinator and 2 CPU workers on
+# loopback train examples/fmnist_fnn.json (Fashion-MNIST from Debian's package).
 demo: deps
 	$(MAKE) build
+	BIN=$(BUILD_DIR)/bin MODEL=$(BUILD_DIR)/fmnist_fnn.tagi tools/demo.sh
+
+# The same job in one process, no service.
+demo-single: deps
+	$(MAKE) build
 	$(BUILD_DIR)/bin/tagi-train examples/fmnist_fnn.json --out $(BUILD_DIR)/fmnist_fnn.tagi
-	$(BUILD_DIR)/bin/tagi-train --eval $(BUILD_DIR)/fmnist_fnn.tagi examples/fmnist_fnn.json
 
 bench: deps
 	$(MAKE) build
