@@ -135,7 +135,7 @@ absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
     absl::MutexLock lock(&mu_);
     auto r = FindJob(id);
     if (!r.ok()) return r.status();
-    if (!(*r)->model_ready) {
+    if (!(*r)->model_ready || (*r)->job.state() != tagi::v1::SUCCEEDED) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "job %s has no model: it is %s", id, JobStateName((*r)->job.state())));
     }
@@ -188,6 +188,12 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
   }
   WorkerRecord* w = &it->second;  // records are never erased
   Touch(*w);
+  // A worker asking again while assigned to a job that is over (its
+  // FinishJob was lost) is idle: free it instead of handing the dead
+  // attempt back.
+  if (!w->job_id.empty() && jobs_.at(w->job_id).job.state() != tagi::v1::RUNNING) {
+    ReleaseWorkerLocked(worker_id);
+  }
   ScheduleLocked();
   auto assigned = [w]() { return !w->job_id.empty(); };
   mu_.AwaitWithTimeout(absl::Condition(&assigned), std::min(wait, options_.max_wait));

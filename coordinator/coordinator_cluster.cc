@@ -27,37 +27,32 @@ absl::Status CheckModelCrc(const std::string& bytes) {
 
 }  // namespace
 
+absl::Status Coordinator::RunningJob(const std::string& job, uint64_t gen) {
+  absl::MutexLock lock(&mu_);
+  auto r = FencedJob(job, gen);
+  if (!r.ok()) return r.status();
+  if ((*r)->job.state() != tagi::v1::RUNNING) {
+    return absl::AbortedError(
+        absl::StrFormat("job %s is %s", job, JobStateName((*r)->job.state())));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Coordinator::StoreSet(const std::string& job, uint64_t gen, const std::string& key,
                                    const std::string& value) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto r = FencedJob(job, gen);
-    if (!r.ok()) return r.status();
-    if ((*r)->job.state() != tagi::v1::RUNNING) {
-      return absl::AbortedError(absl::StrFormat("job %s is %s", job,
-                                                JobStateName((*r)->job.state())));
-    }
-  }
+  if (auto st = RunningJob(job, gen); !st.ok()) return st;
   return store_.Set(JobStorePrefix(job, gen) + key, value);
 }
 
 absl::StatusOr<std::string> Coordinator::StoreGet(const std::string& job, uint64_t gen,
                                                   const std::string& key, absl::Duration wait) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto r = FencedJob(job, gen);
-    if (!r.ok()) return r.status();
-  }
+  if (auto st = RunningJob(job, gen); !st.ok()) return st;
   return store_.Get(JobStorePrefix(job, gen) + key, std::min(wait, options_.max_wait));
 }
 
 absl::Status Coordinator::StoreWait(const std::string& job, uint64_t gen,
                                     const std::vector<std::string>& keys, absl::Duration wait) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto r = FencedJob(job, gen);
-    if (!r.ok()) return r.status();
-  }
+  if (auto st = RunningJob(job, gen); !st.ok()) return st;
   std::vector<std::string> full;
   for (const auto& k : keys) full.push_back(JobStorePrefix(job, gen) + k);
   return store_.Wait(full, std::min(wait, options_.max_wait));
@@ -65,11 +60,7 @@ absl::Status Coordinator::StoreWait(const std::string& job, uint64_t gen,
 
 absl::StatusOr<int64_t> Coordinator::StoreAdd(const std::string& job, uint64_t gen,
                                               const std::string& key, int64_t delta) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto r = FencedJob(job, gen);
-    if (!r.ok()) return r.status();
-  }
+  if (auto st = RunningJob(job, gen); !st.ok()) return st;
   return store_.Add(JobStorePrefix(job, gen) + key, delta);
 }
 
@@ -81,6 +72,11 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgress(
   auto r = FencedJob(report.job_id(), report.generation());
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
+  if (report.rank() >= static_cast<uint32_t>(rec.job.workers_size()) ||
+      rec.job.workers(static_cast<int>(report.rank())) != report.worker_id()) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "worker %s is not rank %d of job %s", report.worker_id(), report.rank(), report.job_id()));
+  }
   tagi::v1::ProgressReply reply;
   switch (rec.job.state()) {
     case tagi::v1::CANCELLED:

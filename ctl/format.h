@@ -10,7 +10,7 @@
 
 namespace tagi {
 
-// "job-3  RUNNING  epoch 2/3  [=====>    ]  61%  38.2k samples/s  ETA 4.1s  test acc 85.34%"
+// "job-3  RUNNING  epoch 2/3  [=====>    ]  61%  38.2k samples/s  ETA 4.1s  test accuracy 85.34%"
 std::string WatchLine(const tagi::v1::Job& job);
 // The latest test metric: "test accuracy 85.34%" or "test RMSE 3.2100"; "" before the first
 // epoch ends.

@@ -1,0 +1,335 @@
+// The worker-facing half of the Coordinator: generation fencing, the
+// job-scoped store, progress, model upload, silent workers and watching.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "coordinator/coordinator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_harness.h"
+
+namespace tagi::coordinator::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr auto kAborted = absl::StatusCode::kAborted;
+constexpr auto kNotFound = absl::StatusCode::kNotFound;
+
+TEST_F(CoordinatorTest, CallsForAnotherGenerationAreAborted) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  const absl::Duration no_wait = absl::ZeroDuration();
+  EXPECT_EQ(coord().StoreSet(job, 2, "k", "v").code(), kAborted);
+  EXPECT_EQ(coord().StoreGet(job, 2, "k", no_wait).status().code(), kAborted);
+  EXPECT_EQ(coord().StoreWait(job, 0, {"k"}, no_wait).code(), kAborted);
+  EXPECT_EQ(coord().StoreAdd(job, 2, "n", 1).status().code(), kAborted);
+  EXPECT_EQ(Report(job, w[0], 0, 1, /*gen=*/2).status().code(), kAborted);
+  EXPECT_EQ(Upload(job, w[0], ModelBytes(), /*gen=*/2).code(), kAborted);
+  EXPECT_EQ(Finish(job, w[1], 1, true, "", /*gen=*/2).code(), kAborted);
+  // Nothing stale got through.
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);
+  EXPECT_EQ(GetJob(job).progress().global_step(), 0u);
+  EXPECT_EQ(Worker(w[1]).state(), "BUSY");
+}
+
+TEST_F(CoordinatorTest, CallsForAnUnknownJobAreNotFound) {
+  Start(1);
+  const std::string w = Register();
+  const absl::Duration no_wait = absl::ZeroDuration();
+  EXPECT_EQ(coord().StoreSet("job-9", 1, "k", "v").code(), kNotFound);
+  EXPECT_EQ(coord().StoreGet("job-9", 1, "k", no_wait).status().code(), kNotFound);
+  EXPECT_EQ(coord().StoreWait("job-9", 1, {"k"}, no_wait).code(), kNotFound);
+  EXPECT_EQ(coord().StoreAdd("job-9", 1, "n", 1).status().code(), kNotFound);
+  EXPECT_EQ(Report("job-9", w, 0).status().code(), kNotFound);
+  EXPECT_EQ(Upload("job-9", w).code(), kNotFound);
+  EXPECT_EQ(Finish("job-9", w, 0).code(), kNotFound);
+}
+
+TEST_F(CoordinatorTest, StoreSetGetWaitAndAddWorkWithinAJob) {
+  Start(2);
+  const std::string job = Submit(2);
+  RegisterN(2);
+  const absl::Duration no_wait = absl::ZeroDuration();
+  ASSERT_TRUE(coord().StoreSet(job, 1, "nccl/unique_id", std::string("\0\1\2", 3)).ok());
+  auto got = coord().StoreGet(job, 1, "nccl/unique_id", no_wait);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, std::string("\0\1\2", 3));
+  EXPECT_TRUE(coord().StoreWait(job, 1, {"nccl/unique_id"}, no_wait).ok());
+  EXPECT_EQ(coord().StoreWait(job, 1, {"nccl/unique_id", "missing"}, absl::Milliseconds(2)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(coord().StoreGet(job, 1, "missing", no_wait).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(*coord().StoreAdd(job, 1, "barrier", 1), 1);
+  EXPECT_EQ(*coord().StoreAdd(job, 1, "barrier", 2), 3);
+}
+
+TEST_F(CoordinatorTest, StoreGetWaitsForAKeyAnotherRankSets) {
+  Start(2);
+  const std::string job = Submit(2);
+  RegisterN(2);
+  absl::StatusOr<std::string> got;
+  std::thread rank1([&] { got = coord().StoreGet(job, 1, "addr/0", absl::Seconds(30)); });
+  ASSERT_TRUE(coord().StoreSet(job, 1, "addr/0", "10.0.0.1:4000").ok());
+  rank1.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "10.0.0.1:4000");
+}
+
+TEST_F(CoordinatorTest, StoreKeysOfOneJobAreInvisibleToAnother) {
+  Start(1);
+  const std::string a = Submit(1);
+  const std::string b = Submit(1);
+  RegisterN(2);
+  ASSERT_EQ(State(a), tagi::v1::RUNNING);
+  ASSERT_EQ(State(b), tagi::v1::RUNNING);
+  ASSERT_TRUE(coord().StoreSet(a, 1, "key", "of a").ok());
+  EXPECT_EQ(coord().StoreGet(b, 1, "key", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(*coord().StoreAdd(a, 1, "n", 5), 5);
+  EXPECT_EQ(*coord().StoreAdd(b, 1, "n", 1), 1);
+}
+
+TEST_F(CoordinatorTest, StoreKeysAreDeletedWhenTheJobEnds) {
+  Start(1);
+  const std::string job = Submit(1);
+  Register();
+  ASSERT_TRUE(coord().StoreSet(job, 1, "key", "secret").ok());
+  ASSERT_TRUE(coord().Cancel(job).ok());
+  auto got = coord().StoreGet(job, 1, "key", absl::ZeroDuration());
+  EXPECT_FALSE(got.ok()) << "read " << *got << " after the job ended";
+}
+
+// coordinator.h: "a call for a job that is over, or for another generation,
+// is Aborted". Set honours it; Get, Wait and Add do not (and Add re-creates
+// a key under the dead job's prefix that nothing deletes).
+TEST_F(CoordinatorTest, StoreCallsForAJobThatIsOverAreAborted) {
+  Start(1);
+  const std::string job = Submit(1);
+  Register();
+  ASSERT_TRUE(coord().Cancel(job).ok());
+  const absl::Duration no_wait = absl::ZeroDuration();
+  EXPECT_EQ(coord().StoreSet(job, 1, "k", "v").code(), kAborted);
+  EXPECT_EQ(coord().StoreGet(job, 1, "k", no_wait).status().code(), kAborted);
+  EXPECT_EQ(coord().StoreWait(job, 1, {"k"}, no_wait).code(), kAborted);
+  EXPECT_EQ(coord().StoreAdd(job, 1, "n", 1).status().code(), kAborted);
+}
+
+TEST_F(CoordinatorTest, UploadWithABadChecksumIsDataLossAndTheJobDoesNotSucceed) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  std::string corrupt = ModelBytes();
+  corrupt[3] ^= 0x10;
+  EXPECT_EQ(Upload(job, w[0], corrupt).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Finish(job, w[0], 0).ok());
+  ASSERT_TRUE(Finish(job, w[1], 1).ok());
+  EXPECT_NE(State(job), tagi::v1::SUCCEEDED);
+  EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinatorTest, OnlyRankZeroMayUploadTheModel) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  EXPECT_EQ(Upload(job, w[1]).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Upload(job, "w-77").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(GetJob(job).model_bytes(), 0u);
+  EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinatorTest, FinishJobFromAWorkerThatIsNotThatRankIsDenied) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  ASSERT_TRUE(Upload(job, w[0]).ok());
+  ASSERT_TRUE(Finish(job, w[1], 1).ok());
+  EXPECT_EQ(Finish(job, w[1], 0).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Finish(job, w[0], 5).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Finish(job, w[1], 0, /*ok=*/false, "impostor").code(),
+            absl::StatusCode::kPermissionDenied);
+  // Rank 0 has not finished: the job still runs and w-1 is still busy.
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);
+  EXPECT_EQ(Worker(w[0]).state(), "BUSY");
+  ASSERT_TRUE(Finish(job, w[0], 0).ok());
+  EXPECT_EQ(State(job), tagi::v1::SUCCEEDED);
+}
+
+TEST_F(CoordinatorTest, SilentWorkerFailsItsJobAndComesBackIdleWhenItTalksAgain) {
+  Start(2);  // worker timeout 3 s
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(Report(job, w[0], 0).ok());  // rank 0 keeps talking, rank 1 is silent
+  coord().Tick();
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);  // 2 s of silence is within the timeout
+
+  clock_.Advance(absl::Seconds(2));
+  coord().Tick();
+  const tagi::v1::Job failed = GetJob(job);
+  EXPECT_EQ(failed.state(), tagi::v1::FAILED);
+  EXPECT_THAT(failed.reason(), HasSubstr(w[1]));
+  EXPECT_EQ(Worker(w[1]).state(), "GONE");
+  EXPECT_EQ(Worker(w[0]).state(), "BUSY");
+  auto reply = Report(job, w[0], 0);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->directive(), tagi::v1::ABORT);
+  EXPECT_THAT(reply->reason(), HasSubstr(w[1]));
+
+  auto back = coord().Rendezvous(w[1], absl::ZeroDuration());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->assigned());
+  EXPECT_EQ(Worker(w[1]).state(), "IDLE");
+}
+
+TEST_F(CoordinatorTest, SilentIdleWorkerIsGoneAndNotGivenAJob) {
+  Start(1);
+  const std::string w = Register();
+  clock_.Advance(absl::Seconds(4));
+  coord().Tick();
+  EXPECT_EQ(Worker(w).state(), "GONE");
+  const std::string job = Submit(1);
+  EXPECT_EQ(State(job), tagi::v1::PENDING);
+  // It registers again under its id: live, idle, and placed.
+  tagi::v1::RegisterRequest again;
+  again.set_worker_id(w);
+  EXPECT_EQ(coord().Register(again, "peer").worker_id(), w);
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);
+  EXPECT_EQ(Worker(w).state(), "BUSY");
+}
+
+TEST_F(CoordinatorTest, ModelFileIsRefusedBeforeSuccessAndServedAfter) {
+  Start(1);
+  const std::string job = Submit(1);
+  EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string w = Register();
+  const std::string bytes = ModelBytes("the final parameters of job-1, in full");
+  ASSERT_TRUE(Upload(job, w, bytes).ok());
+  EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Finish(job, w, 0).ok());
+  ASSERT_EQ(State(job), tagi::v1::SUCCEEDED);
+  auto model = coord().ModelFile(job);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(*model, bytes);
+}
+
+// coordinator.h: "FailedPrecondition until the job SUCCEEDED". The model of
+// an attempt that failed after rank 0 uploaded must not be served.
+TEST_F(CoordinatorTest, ModelFileOfAJobThatFailedAfterTheUploadIsRefused) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  ASSERT_TRUE(Upload(job, w[0]).ok());
+  ASSERT_TRUE(Finish(job, w[1], 1, /*ok=*/false, "NaN in the deltas").ok());
+  ASSERT_EQ(State(job), tagi::v1::FAILED);
+  EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinatorTest, ModelIsWrittenUnderTheStateDirectory) {
+  ScratchDir dir;
+  CoordinatorOptions options = Options(1);
+  options.state_dir = dir.path();
+  Start(options);
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  const std::string bytes = ModelBytes("parameters kept on disk, not in memory");
+  ASSERT_TRUE(Upload(job, w, bytes).ok());
+  ASSERT_TRUE(Finish(job, w, 0).ok());
+  ASSERT_EQ(State(job), tagi::v1::SUCCEEDED);
+
+  const std::filesystem::path models = std::filesystem::path(dir.path()) / "models";
+  ASSERT_TRUE(std::filesystem::is_directory(models));
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(models)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_THAT(files[0].filename().string(), HasSubstr(job));
+  std::ifstream in(files[0], std::ios::binary);
+  std::stringstream on_disk;
+  on_disk << in.rdbuf();
+  EXPECT_EQ(on_disk.str(), bytes);
+  auto served = coord().ModelFile(job);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(*served, bytes);
+}
+
+TEST_F(CoordinatorTest, WaitForChangeReturnsAtOnceWhenTheJobChangedAndWaitsOtherwise) {
+  Start(2);
+  const std::string job = Submit(2);
+  uint64_t seen = 0;
+  absl::Time start = absl::Now();
+  auto first = coord().WaitForChange(job, seen, absl::Seconds(50));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(25));
+  EXPECT_EQ(first->state(), tagi::v1::PENDING);
+  EXPECT_GT(seen, 0u);
+
+  const uint64_t before = seen;
+  auto unchanged = coord().WaitForChange(job, seen, absl::Milliseconds(5));
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status();
+  EXPECT_EQ(seen, before);
+  EXPECT_EQ(unchanged->state(), tagi::v1::PENDING);
+
+  RegisterN(2);  // the job starts
+  start = absl::Now();
+  auto started = coord().WaitForChange(job, seen, absl::Seconds(50));
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(25));
+  EXPECT_EQ(started->state(), tagi::v1::RUNNING);
+  EXPECT_GT(seen, before);
+}
+
+TEST_F(CoordinatorTest, WaitForChangeWakesAWatcherWhenTheJobChanges) {
+  Start(1);
+  const std::string job = Submit(1);
+  uint64_t seen = 0;
+  ASSERT_TRUE(coord().WaitForChange(job, seen, absl::ZeroDuration()).ok());
+  absl::StatusOr<tagi::v1::Job> got;
+  const absl::Time start = absl::Now();
+  std::thread watcher([&] { got = coord().WaitForChange(job, seen, absl::Seconds(50)); });
+  ASSERT_TRUE(coord().Cancel(job).ok());
+  watcher.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->state(), tagi::v1::CANCELLED);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(25));
+}
+
+TEST_F(CoordinatorTest, ProgressOfRankZeroUpdatesTheJobAndOfOtherRanksDoesNot) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  auto reply = Report(job, w[1], 1, /*global_step=*/7);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->directive(), tagi::v1::CONTINUE);
+  EXPECT_EQ(GetJob(job).progress().global_step(), 0u);
+
+  reply = Report(job, w[0], 0, /*global_step=*/5);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->directive(), tagi::v1::CONTINUE);
+  EXPECT_EQ(GetJob(job).progress().global_step(), 5u);
+  EXPECT_EQ(GetJob(job).progress().total_steps(), 100u);
+}
+
+TEST_F(CoordinatorTest, ProgressReportsKeepAWorkerAlive) {
+  Start(1);
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    ASSERT_TRUE(Report(job, w, 0).ok());
+    coord().Tick();
+  }
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);
+  EXPECT_EQ(Worker(w).state(), "BUSY");
+}
+
+}  // namespace
+}  // namespace tagi::coordinator::test

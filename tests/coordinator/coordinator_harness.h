@@ -1,0 +1,173 @@
+// Test harness for the Coordinator: a FakeClock, a valid job spec, model
+// bytes with a valid trailing CRC, and short-hands for the worker calls.
+// Waits are zero or a few milliseconds; nothing sleeps.
+#ifndef TAGI_TESTS_COORDINATOR_COORDINATOR_HARNESS_H_
+#define TAGI_TESTS_COORDINATOR_COORDINATOR_HARNESS_H_
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/checksum.h"
+#include "common/clock.h"
+#include "common/job_spec.h"
+#include "coordinator/coordinator.h"
+#include "gtest/gtest.h"
+#include "tagi/v1/cluster.pb.h"
+#include "tagi/v1/jobs.pb.h"
+
+namespace tagi::coordinator::test {
+
+inline constexpr char kExampleJob[] = TAGI_SOURCE_DIR "/examples/fmnist_fnn.json";
+
+// The shipped Fashion-MNIST example with the given world size.
+inline tagi::v1::JobSpec Spec(uint32_t world) {
+  auto spec = LoadJobSpecFile(kExampleJob);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->set_world_size(world);
+  return *spec;
+}
+
+// A model file as the engine writes it as far as the coordinator can tell:
+// at least 24 bytes, ending with the little-endian CRC-32 of the rest.
+inline std::string ModelBytes(const std::string& payload = "TAGI model parameters 0123456789") {
+  std::string bytes = payload;
+  const uint32_t crc = Crc32(bytes.data(), bytes.size());
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  return bytes;
+}
+
+// A fresh directory for one test, removed afterwards.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static std::atomic<int> counter{0};
+    path_ =
+        std::filesystem::temp_directory_path() /
+        ("tagi_coordinator_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  static CoordinatorOptions Options(int world) {
+    CoordinatorOptions o;
+    o.world = world;
+    o.membership.worker_timeout = absl::Seconds(3);
+    o.max_wait = absl::Seconds(60);
+    return o;
+  }
+
+  // Creates the coordinator under test; call once per test.
+  Coordinator& Start(CoordinatorOptions options) {
+    coord_ = std::make_unique<Coordinator>(std::move(options), clock_);
+    return *coord_;
+  }
+  Coordinator& Start(int world) { return Start(Options(world)); }
+  Coordinator& coord() { return *coord_; }
+
+  std::string Register(const std::string& host = "host") {
+    tagi::v1::RegisterRequest req;
+    req.set_hostname(host);
+    req.set_device("cpu");
+    return coord_->Register(req, "ipv4:127.0.0.1:1234").worker_id();
+  }
+  std::vector<std::string> RegisterN(int n) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < n; ++i) ids.push_back(Register());
+    return ids;
+  }
+
+  std::string Submit(uint32_t world) {
+    auto job = coord_->Submit(Spec(world));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->id() : "";
+  }
+
+  tagi::v1::Job GetJob(const std::string& id) {
+    auto job = coord_->Get(id);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : tagi::v1::Job();
+  }
+  tagi::v1::JobState State(const std::string& id) { return GetJob(id).state(); }
+
+  // The worker's assignment, without waiting; a failure if it has none.
+  tagi::v1::Assignment AssignmentOf(const std::string& worker) {
+    auto resp = coord_->Rendezvous(worker, absl::ZeroDuration());
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    EXPECT_TRUE(resp.ok() && resp->assigned()) << worker << " has no assignment";
+    return resp.ok() ? resp->assignment() : tagi::v1::Assignment();
+  }
+
+  absl::Status Finish(const std::string& job, const std::string& worker, uint32_t rank,
+                      bool ok = true, const std::string& reason = "", uint64_t gen = 1) {
+    tagi::v1::FinishJobRequest req;
+    req.set_worker_id(worker);
+    req.set_job_id(job);
+    req.set_generation(gen);
+    req.set_rank(rank);
+    req.set_ok(ok);
+    req.set_reason(reason);
+    return coord_->FinishJob(req);
+  }
+
+  absl::Status Upload(const std::string& job, const std::string& worker,
+                      std::string bytes = ModelBytes(), uint64_t gen = 1) {
+    return coord_->UploadModel(worker, job, gen, "00112233deadbeef", std::move(bytes));
+  }
+
+  absl::StatusOr<tagi::v1::ProgressReply> Report(const std::string& job, const std::string& worker,
+                                                 uint32_t rank, uint64_t global_step = 1,
+                                                 uint64_t gen = 1) {
+    tagi::v1::ProgressReport report;
+    report.set_worker_id(worker);
+    report.set_job_id(job);
+    report.set_generation(gen);
+    report.set_rank(rank);
+    report.mutable_progress()->set_global_step(global_step);
+    report.mutable_progress()->set_total_steps(100);
+    return coord_->ReportProgress(report);
+  }
+
+  // Uploads the model from rank 0 and finishes every rank ok.
+  void Complete(const std::string& job) {
+    const tagi::v1::Job j = GetJob(job);
+    ASSERT_GT(j.workers_size(), 0);
+    ASSERT_TRUE(Upload(job, j.workers(0)).ok());
+    for (int r = 0; r < j.workers_size(); ++r) {
+      ASSERT_TRUE(Finish(job, j.workers(r), static_cast<uint32_t>(r)).ok());
+    }
+  }
+
+  tagi::v1::WorkerInfo Worker(const std::string& id) {
+    for (const auto& w : coord_->ListWorkers()) {
+      if (w.id() == id) return w;
+    }
+    ADD_FAILURE() << "no worker " << id;
+    return {};
+  }
+
+  FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  std::unique_ptr<Coordinator> coord_;
+};
+
+}  // namespace tagi::coordinator::test
+
+#endif  // TAGI_TESTS_COORDINATOR_COORDINATOR_HARNESS_H_

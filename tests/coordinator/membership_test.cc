@@ -1,0 +1,159 @@
+// The pure membership decisions: who runs which job with which rank, and
+// who is gone. No threads, no clock: time is a value.
+#include "coordinator/membership.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tagi::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+const absl::Time kNow = absl::FromUnixSeconds(1'000'000);
+
+MembershipOptions Options() {
+  MembershipOptions o;
+  o.worker_timeout = absl::Seconds(10);
+  return o;
+}
+
+WorkerView Idle(const std::string& id, absl::Duration silent = absl::ZeroDuration()) {
+  return {id, /*idle=*/true, kNow - silent};
+}
+
+std::vector<WorkerView> IdleWorkers(int n) {
+  std::vector<WorkerView> out;
+  for (int i = 1; i <= n; ++i) out.push_back(Idle("w-" + std::to_string(i)));
+  return out;
+}
+
+TEST(WorkerIdLess, ComparesNumericSuffixes) {
+  EXPECT_TRUE(WorkerIdLess("w-2", "w-10"));
+  EXPECT_FALSE(WorkerIdLess("w-10", "w-2"));
+  EXPECT_FALSE(WorkerIdLess("w-3", "w-3"));
+  EXPECT_TRUE(WorkerIdLess("w-9", "w-100"));
+}
+
+TEST(DecidePlacements, NothingToPlaceWithoutJobs) {
+  EXPECT_THAT(DecidePlacements(kNow, {}, IdleWorkers(4), Options()), IsEmpty());
+}
+
+TEST(DecidePlacements, JobWaitsUntilEnoughIdleWorkers) {
+  EXPECT_THAT(DecidePlacements(kNow, {{"job-1", 3}}, IdleWorkers(2), Options()), IsEmpty());
+  const auto placed = DecidePlacements(kNow, {{"job-1", 3}}, IdleWorkers(3), Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, "job-1");
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2", "w-3"));
+  EXPECT_FALSE(placed[0].reason.empty());
+}
+
+TEST(DecidePlacements, PlacesOldestJobFirst) {
+  // Two jobs of world 2, two idle workers: the first in the queue wins.
+  const auto placed =
+      DecidePlacements(kNow, {{"job-1", 2}, {"job-2", 2}}, IdleWorkers(2), Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, "job-1");
+}
+
+TEST(DecidePlacements, OlderJobsGetTheLowestWorkerIds) {
+  const auto placed =
+      DecidePlacements(kNow, {{"job-1", 2}, {"job-2", 1}}, IdleWorkers(3), Options());
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].job_id, "job-1");
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2"));
+  EXPECT_EQ(placed[1].job_id, "job-2");
+  EXPECT_THAT(placed[1].workers, ElementsAre("w-3"));
+}
+
+TEST(DecidePlacements, BackfillsYoungerSmallerJobWhileOlderLargerOneWaits) {
+  // job-1 needs 3, only 2 idle: job-2 (world 2) starts, job-1 waits.
+  const std::vector<PendingJobView> queue = {{"job-1", 3}, {"job-2", 2}};
+  const auto placed = DecidePlacements(kNow, queue, IdleWorkers(2), Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, "job-2");
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2"));
+}
+
+TEST(DecidePlacements, WaitingOlderJobStartsOnceEnoughWorkersAreIdle) {
+  // job-1 (world 3) is still first in the queue; a younger job-3 of world 1
+  // also waits. With 3 idle workers job-1 takes all three.
+  const std::vector<PendingJobView> queue = {{"job-1", 3}, {"job-3", 1}};
+  const auto placed = DecidePlacements(kNow, queue, IdleWorkers(3), Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, "job-1");
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2", "w-3"));
+}
+
+TEST(DecidePlacements, AssignsRanksInNumericWorkerIdOrder) {
+  // Given out of order, and "w-10" sorts before "w-2" as a string.
+  const std::vector<WorkerView> workers = {Idle("w-10"), Idle("w-2"), Idle("w-1")};
+  const auto placed = DecidePlacements(kNow, {{"job-1", 3}}, workers, Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2", "w-10"));
+}
+
+TEST(DecidePlacements, NeverPlacesWorkersSilentLongerThanTheTimeout) {
+  const std::vector<WorkerView> workers = {Idle("w-1", absl::Seconds(11)), Idle("w-2"),
+                                           Idle("w-3", absl::Seconds(10))};
+  const auto placed = DecidePlacements(kNow, {{"job-1", 2}}, workers, Options());
+  ASSERT_EQ(placed.size(), 1u);
+  // w-3 was heard from exactly at the timeout: still live.
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-2", "w-3"));
+  EXPECT_THAT(DecidePlacements(kNow, {{"job-1", 3}}, workers, Options()), IsEmpty());
+}
+
+TEST(DecidePlacements, NeverPlacesBusyWorkers) {
+  std::vector<WorkerView> workers = IdleWorkers(3);
+  workers[0].idle = false;
+  const auto placed = DecidePlacements(kNow, {{"job-1", 2}}, workers, Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-2", "w-3"));
+  EXPECT_THAT(DecidePlacements(kNow, {{"job-1", 3}}, workers, Options()), IsEmpty());
+}
+
+TEST(DecidePlacements, PlacesEachWorkerAtMostOnceAcrossJobs) {
+  const std::vector<PendingJobView> queue = {
+      {"job-1", 2}, {"job-2", 3}, {"job-3", 1}, {"job-4", 2}, {"job-5", 1}};
+  const auto placed = DecidePlacements(kNow, queue, IdleWorkers(5), Options());
+  std::set<std::string> seen;
+  size_t total = 0;
+  for (const Placement& p : placed) {
+    for (const std::string& w : p.workers) {
+      EXPECT_TRUE(seen.insert(w).second) << w << " placed twice";
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, 5u);
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_EQ(placed[0].job_id, "job-1");
+  EXPECT_EQ(placed[1].job_id, "job-2");
+}
+
+TEST(DecideDepartures, NoneWhileEveryWorkerIsWithinTheTimeout) {
+  const std::vector<WorkerView> workers = {Idle("w-1"), Idle("w-2", absl::Seconds(10))};
+  EXPECT_THAT(DecideDepartures(kNow, workers, Options()), IsEmpty());
+}
+
+TEST(DecideDepartures, ExactlyTheStaleWorkersDepartWithTheSilenceInTheReason) {
+  std::vector<WorkerView> workers = {Idle("w-1"), Idle("w-2", absl::Milliseconds(12500)),
+                                     Idle("w-3", absl::Seconds(9)), Idle("w-4", absl::Seconds(30))};
+  workers[3].idle = false;  // busy workers depart too
+  const auto gone = DecideDepartures(kNow, workers, Options());
+  ASSERT_EQ(gone.size(), 2u);
+  EXPECT_EQ(gone[0].worker_id, "w-2");
+  EXPECT_THAT(gone[0].reason, HasSubstr("12.5s"));
+  EXPECT_THAT(gone[0].reason, HasSubstr("10s"));
+  EXPECT_EQ(gone[1].worker_id, "w-4");
+  EXPECT_THAT(gone[1].reason, HasSubstr("30s"));
+}
+
+}  // namespace
+}  // namespace tagi::coordinator

@@ -1,0 +1,205 @@
+// The text tagictl prints: watch lines, metrics, job and worker tables.
+#include "ctl/format.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tagi/v1/jobs.pb.h"
+
+namespace tagi {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+tagi::v1::Job Classifier(const std::string& id) {
+  tagi::v1::Job job;
+  job.set_id(id);
+  job.mutable_spec()->set_name("fmnist-fnn");
+  job.mutable_spec()->set_epochs(3);
+  job.mutable_spec()->mutable_head()->mutable_classification()->set_num_classes(10);
+  job.set_world_size(2);
+  return job;
+}
+
+tagi::v1::Job Regressor(const std::string& id) {
+  tagi::v1::Job job;
+  job.set_id(id);
+  job.mutable_spec()->set_epochs(5);
+  job.mutable_spec()->mutable_head()->mutable_regression();
+  job.set_world_size(1);
+  return job;
+}
+
+void AddEpoch(tagi::v1::Job& job, double test_accuracy, double test_rmse) {
+  auto* e = job.mutable_progress()->add_epochs();
+  e->set_epoch(static_cast<uint64_t>(job.progress().epochs_size()));
+  e->set_train_accuracy(0.9);
+  e->set_test_accuracy(test_accuracy);
+  e->set_test_rmse(test_rmse);
+  e->set_test_log_likelihood(-0.5);
+  e->set_sigma_v(1.0f);
+  e->set_seconds(2.5);
+}
+
+// Epoch 2 of 3 under way, 61 of 100 steps, one epoch finished.
+tagi::v1::Job Running() {
+  tagi::v1::Job job = Classifier("job-3");
+  job.set_state(tagi::v1::RUNNING);
+  job.set_generation(1);
+  job.add_workers("w-1");
+  job.add_workers("w-2");
+  auto* p = job.mutable_progress();
+  p->set_epoch(1);
+  p->set_global_step(61);
+  p->set_total_steps(100);
+  p->set_samples_per_second(38200);
+  p->set_eta_seconds(4.1);
+  AddEpoch(job, 0.8534, 0.0);
+  return job;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+TEST(WatchLine, PendingJobShowsWhyItWaits) {
+  tagi::v1::Job job = Classifier("job-4");
+  job.set_state(tagi::v1::PENDING);
+  job.set_reason("waiting for 2 idle workers");
+  const std::string line = WatchLine(job);
+  EXPECT_THAT(line, StartsWith("job-4"));
+  EXPECT_THAT(line, HasSubstr("PENDING"));
+  EXPECT_THAT(line, HasSubstr("waiting for 2 idle workers"));
+  EXPECT_THAT(line, Not(HasSubstr("[")));
+}
+
+TEST(WatchLine, RunningJobShowsEpochBarPercentRateEtaAndMetric) {
+  const std::string line = WatchLine(Running());
+  EXPECT_THAT(line, StartsWith("job-3"));
+  EXPECT_THAT(line, HasSubstr("RUNNING"));
+  EXPECT_THAT(line, HasSubstr("epoch 2/3"));  // 0-based epoch 1 is the second
+  // 24 cells, 61% of them filled: 14 '=' then the head.
+  EXPECT_THAT(line, HasSubstr("[" + std::string(14, '=') + ">" + std::string(9, ' ') + "]"));
+  EXPECT_THAT(line, HasSubstr("61%"));
+  EXPECT_THAT(line, HasSubstr("38.2k samples/s"));
+  EXPECT_THAT(line, HasSubstr("ETA 4.1s"));
+  EXPECT_THAT(line, HasSubstr("test accuracy 85.34%"));
+}
+
+TEST(WatchLine, RunningJobBeforeItsFirstStepShowsTheReason) {
+  tagi::v1::Job job = Classifier("job-5");
+  job.set_state(tagi::v1::RUNNING);
+  job.set_reason("2 idle workers for world 2: ranks w-1, w-2");
+  EXPECT_THAT(WatchLine(job), AllOf(HasSubstr("RUNNING"), HasSubstr("ranks w-1, w-2")));
+}
+
+TEST(WatchLine, SucceededJobShowsAFullBarAndTheFinalMetric) {
+  tagi::v1::Job job = Running();
+  job.set_state(tagi::v1::SUCCEEDED);
+  auto* p = job.mutable_progress();
+  p->set_epoch(2);
+  p->set_global_step(100);
+  p->set_eta_seconds(0);
+  AddEpoch(job, 0.8612, 0.0);
+  AddEpoch(job, 0.8701, 0.0);
+  const std::string line = WatchLine(job);
+  EXPECT_THAT(line, HasSubstr("SUCCEEDED"));
+  EXPECT_THAT(line, HasSubstr("epoch 3/3"));
+  EXPECT_THAT(line, HasSubstr("[" + std::string(24, '=') + "]"));
+  EXPECT_THAT(line, HasSubstr("100%"));
+  EXPECT_THAT(line, HasSubstr("test accuracy 87.01%"));
+}
+
+TEST(LatestMetric, EmptyBeforeTheFirstEpochEnds) {
+  EXPECT_EQ(LatestMetric(Classifier("job-1")), "");
+  EXPECT_EQ(LatestMetric(Regressor("job-2")), "");
+}
+
+TEST(LatestMetric, ClassificationShowsTheLastEpochsTestAccuracy) {
+  tagi::v1::Job job = Classifier("job-1");
+  AddEpoch(job, 0.8012, 0.0);
+  AddEpoch(job, 0.8534, 0.0);
+  EXPECT_EQ(LatestMetric(job), "test accuracy 85.34%");
+}
+
+TEST(LatestMetric, RegressionShowsTheLastEpochsTestRmse) {
+  tagi::v1::Job job = Regressor("job-2");
+  AddEpoch(job, 0.0, 4.5);
+  AddEpoch(job, 0.0, 3.21);
+  EXPECT_EQ(LatestMetric(job), "test RMSE 3.2100");
+}
+
+TEST(JobTable, HasAHeaderAndOneRowPerJob) {
+  tagi::v1::Job pending = Regressor("job-4");
+  pending.set_state(tagi::v1::PENDING);
+  pending.set_reason("waiting for 1 idle workers");
+  const std::string table = JobTable({Running(), pending});
+  const std::vector<std::string> lines = Lines(table);
+  ASSERT_EQ(lines.size(), 3u);
+  for (const char* column : {"ID", "NAME", "STATE", "WORLD", "PROGRESS", "METRIC", "REASON"}) {
+    EXPECT_THAT(lines[0], HasSubstr(column));
+  }
+  EXPECT_THAT(lines[1], StartsWith("job-3"));
+  EXPECT_THAT(lines[1], AllOf(HasSubstr("fmnist-fnn"), HasSubstr("RUNNING"), HasSubstr("61%"),
+                              HasSubstr("test accuracy 85.34%")));
+  EXPECT_THAT(lines[2], StartsWith("job-4"));
+  EXPECT_THAT(lines[2], AllOf(HasSubstr("PENDING"), HasSubstr("waiting for 1 idle workers")));
+  EXPECT_EQ(Lines(JobTable({})).size(), 1u);
+}
+
+TEST(JobDetails, ShowsEveryEpochAndTheModelChecksum) {
+  tagi::v1::Job job = Running();
+  job.set_state(tagi::v1::SUCCEEDED);
+  job.set_reason("trained 3 epochs on 2 workers");
+  AddEpoch(job, 0.8612, 0.0);
+  job.set_model_checksum("0123456789abcdef");
+  job.set_model_bytes(4096);
+  const std::string text = JobDetails(job);
+  EXPECT_THAT(text, AllOf(HasSubstr("job-3"), HasSubstr("fmnist-fnn"), HasSubstr("SUCCEEDED"),
+                          HasSubstr("trained 3 epochs on 2 workers"), HasSubstr("w-1,w-2")));
+  EXPECT_THAT(text, HasSubstr("step 61/100"));
+  EXPECT_THAT(text, HasSubstr("test acc 85.34%"));
+  EXPECT_THAT(text, HasSubstr("test acc 86.12%"));
+  int epoch_lines = 0;
+  for (const std::string& line : Lines(text)) epoch_lines += line.rfind("epoch ", 0) == 0;
+  EXPECT_EQ(epoch_lines, 2);
+  EXPECT_THAT(text, AllOf(HasSubstr("4096 bytes"), HasSubstr("0123456789abcdef")));
+}
+
+TEST(JobDetails, OmitsTheModelLineWithoutAModel) {
+  EXPECT_THAT(JobDetails(Classifier("job-1")), Not(HasSubstr("checksum")));
+}
+
+TEST(WorkerTable, ListsEachWorkerWithItsJobAndRank) {
+  tagi::v1::WorkerInfo busy;
+  busy.set_id("w-1");
+  busy.set_state("BUSY");
+  busy.set_job_id("job-3");
+  busy.set_rank(1);
+  busy.set_address("ipv4:10.0.0.5:5000");
+  busy.set_hostname("gpu-a");
+  tagi::v1::WorkerInfo idle;
+  idle.set_id("w-2");
+  idle.set_state("IDLE");
+  idle.set_rank(1);  // stale rank of a finished job: not shown
+  idle.set_hostname("gpu-b");
+  const std::vector<std::string> lines = Lines(WorkerTable({busy, idle}));
+  ASSERT_EQ(lines.size(), 3u);
+  for (const char* column : {"ID", "STATE", "JOB", "RANK", "ADDRESS", "HOST"}) {
+    EXPECT_THAT(lines[0], HasSubstr(column));
+  }
+  EXPECT_THAT(lines[1], StartsWith("w-1"));
+  EXPECT_THAT(lines[1], AllOf(HasSubstr("BUSY"), HasSubstr("job-3"), HasSubstr(" 1 "),
+                              HasSubstr("ipv4:10.0.0.5:5000"), HasSubstr("gpu-a")));
+  EXPECT_THAT(lines[2], StartsWith("w-2"));
+  EXPECT_THAT(lines[2], AllOf(HasSubstr("IDLE"), HasSubstr("gpu-b"), Not(HasSubstr(" 1 "))));
+}
+
+}  // namespace
+}  // namespace tagi
