@@ -49,6 +49,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   // Reconnect quickly after a coordinator restart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }

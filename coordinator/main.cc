@@ -92,7 +92,7 @@ int Run(const Options& opt) {
 }  // namespace tagi::coordinator
 
 int main(int argc, char** argv) {
-  tagi::BlockTerminationSignals();
+  tagi::InstallTerminationHandler();
   absl::SetProgramUsageMessage(
       "the tagi-ddp coordinator.\n"
       "  tagi-coordinator --world N --listen HOST:PORT [--state-dir DIR]\n"

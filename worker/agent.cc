@@ -78,6 +78,7 @@ int Agent::Run() {
                  a.rank(), a.world_size());
     JobRunnerOptions runner = options_.runner;
     runner.worker_id = worker_id_;
+    runner.shutting_down = [this] { return stop_.load(); };
     const JobOutcome out = RunAssignment(client_, runner, a, clock_);
     std::fprintf(stderr, "tagi-worker %s: job %s %s%s%s\n", worker_id_.c_str(),
                  a.job_id().c_str(), out.ok ? "finished" : (out.cancelled ? "cancelled" : "failed"),

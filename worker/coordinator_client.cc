@@ -26,7 +26,12 @@ CoordinatorClient::CoordinatorClient(const std::string& target, absl::Duration r
 
 absl::StatusOr<tagi::v1::RegisterResponse> CoordinatorClient::Register(
     const tagi::v1::RegisterRequest& req) {
-  auto ctx = MakeClientContext(rpc_timeout_);
+  // Wait (briefly) for the channel to connect instead of failing at once: a
+  // coordinator that starts later is then found within gRPC's reconnect
+  // backoff, not after the next retry of ours. Short, so that the agent
+  // still logs an unreachable coordinator promptly.
+  auto ctx = MakeClientContext(std::min(rpc_timeout_, absl::Seconds(3)));
+  ctx->set_wait_for_ready(true);
   tagi::v1::RegisterResponse resp;
   if (auto st = FromGrpcStatus(stub_->Register(ctx.get(), req, &resp)); !st.ok()) return st;
   return resp;

@@ -12,6 +12,7 @@
 #ifndef TAGI_WORKER_JOB_RUNNER_H_
 #define TAGI_WORKER_JOB_RUNNER_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,6 +30,9 @@ struct JobRunnerOptions {
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration collective_timeout = absl::Seconds(60);
   absl::Duration report_interval = absl::Milliseconds(250);
+  // Polled once per step: true makes this rank vote to stop (the worker is
+  // shutting down); every rank then stops after the same step.
+  std::function<bool()> shutting_down;
 };
 
 struct JobOutcome {

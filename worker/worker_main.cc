@@ -28,7 +28,7 @@ ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(30),
 ABSL_FLAG(int, max_jobs, 0, "Exit after this many jobs (0: run until stopped).");
 
 int main(int argc, char** argv) {
-  tagi::BlockTerminationSignals();
+  tagi::InstallTerminationHandler();
   absl::SetProgramUsageMessage(
       "a tagi-ddp worker.\n"
       "  tagi-worker --coord HOST:PORT [--device cpu] [--threads T] [--host ADDR]\n"

@@ -224,12 +224,11 @@ TEST(TagiTrain, EvalRefusesCorruptAndMismatchedModels) {
                             job}),
                      1, "truncated");
 
-  const std::string other = dir.Write("other.json", absl::StrReplaceAll(
-      R"({
+  const std::string other = dir.Write("other.json", R"({
     "layers": [{"kind": "LINEAR", "inFeatures": 1, "outFeatures": 16}, {"kind": "RELU"},
                {"kind": "LINEAR", "inFeatures": 16, "outFeatures": 1}],
     "head": {"regression": {}}, "data": {"kind": "TOY_CUBIC"},
-    "noise": {"sigmaV": 0.3}, "batchSize": 4, "epochs": 1, "seed": 1})", {}));
+    "noise": {"sigmaV": 0.3}, "batchSize": 4, "epochs": 1, "seed": 1})");
   ExpectCleanFailure(Train({"--eval", model, other}), 1, "architecture mismatch");
 }
 
