@@ -11,6 +11,7 @@
 #include "common/job_spec.h"
 #include "common/status.h"
 #include "worker/collective/gloo/gloo_collective.h"
+#include "worker/collective/tcp/ring_collective.h"
 #include "worker/data/loader.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/model_file.h"
@@ -123,6 +124,23 @@ void DepartTogether(Store& store, const Assignment& a, absl::Duration timeout) {
   (void)store.Wait(keys, timeout);  // best effort: the work is already done
 }
 
+// The job's backend: Gloo when asked for, our TCP ring otherwise (the CPU
+// default; see README "Collectives" for the figures behind the choice).
+absl::StatusOr<std::unique_ptr<Collective>> JoinGroup(Store& store, const Assignment& a,
+                                                      const JobRunnerOptions& options) {
+  const int rank = static_cast<int>(a.rank());
+  const int world = static_cast<int>(a.world_size());
+  switch (a.spec().backend()) {
+    case tagi::v1::JobSpec::GLOO:
+      return CreateGlooCollective(store, rank, world, {options.host, options.connect_timeout});
+    case tagi::v1::JobSpec::NCCL:
+      return absl::FailedPreconditionError(
+          "backend NCCL: this worker runs the CPU engine; NCCL needs a CUDA worker");
+    default:
+      return CreateRingCollective(store, rank, world, {options.host, options.connect_timeout});
+  }
+}
+
 void FillEpoch(const EpochMetrics& m, tagi::v1::EpochMetrics* out) {
   out->set_epoch(m.epoch + 1);
   out->set_train_accuracy(m.train_accuracy);
@@ -144,10 +162,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   CoordinatorStore store(client, a.job_id(), a.generation());
   std::unique_ptr<Collective> collective;
   if (a.world_size() > 1) {
-    TAGI_ASSIGN_OR_RETURN(collective,
-                          CreateGlooCollective(store, static_cast<int>(a.rank()),
-                                               static_cast<int>(a.world_size()),
-                                               {options.host, options.connect_timeout}));
+    TAGI_ASSIGN_OR_RETURN(collective, JoinGroup(store, a, options));
   }
   // The reporter may call Abort() until this scope ends: hand it the
   // collective now and take it back before the collective is destroyed.
@@ -162,7 +177,9 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   TrainerOptions topt;
   topt.collective = collective.get();
   topt.collective_timeout = options.collective_timeout;
-  topt.stop_requested = [&board] { return board.stop_vote.load(); };
+  topt.stop_requested = [&board, &options] {
+    return board.stop_vote.load() || (options.shutting_down && options.shutting_down());
+  };
   Trainer trainer(spec, *model, data, clock, std::move(topt));
   const size_t steps = trainer.steps_per_epoch();
   const double global_batch = static_cast<double>(spec.batch_size()) * a.world_size();
@@ -222,7 +239,9 @@ JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& opti
     out.ok = true;
   } else if (absl::IsCancelled(st)) {
     out.cancelled = true;
-    out.reason = "cancelled";
+    out.reason = options.shutting_down && options.shutting_down()
+                     ? "the worker is shutting down (signal)"
+                     : "cancelled";
   } else if (board.aborted(&abort_reason)) {
     out.reason = absl::StrCat("aborted: ", abort_reason, " (", st.message(), ")");
   } else {

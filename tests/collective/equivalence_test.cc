@@ -3,7 +3,8 @@
 // distributed sampler gives them the same global batches); with AVERAGE,
 // they follow the definition (mean of the ranks' deltas, step capped for
 // the local batch); a stop requested on one rank stops both after the same
-// step. Each runs with the in-process fake and with real Gloo.
+// step. Each runs with the in-process fake, with real Gloo and with the
+// ring backend (worker/collective/tcp).
 //
 // Tolerance: after 50 steps the largest scaled difference must be <= 1e-5,
 // separately over the mean and the variance halves of the arena, where
@@ -37,6 +38,7 @@
 #include "tests/collective/rank_threads.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/in_process.h"
+#include "worker/collective/tcp/ring_collective.h"
 #include "worker/data/sampler.h"
 #include "worker/engine/architecture.h"
 #include "worker/engine/model.h"
@@ -163,7 +165,26 @@ std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data
   return Params(*model);
 }
 
-enum class Backend { kInProcess, kGloo };
+enum class Backend { kInProcess, kGloo, kRing };
+
+std::string BackendName(Backend b) {
+  switch (b) {
+    case Backend::kInProcess:
+      return "InProcess";
+    case Backend::kGloo:
+      return "Gloo";
+    case Backend::kRing:
+      return "Ring";
+  }
+  return "Unknown";
+}
+
+// A member of a real backend, connected through `store`.
+absl::StatusOr<std::unique_ptr<Collective>> Connect(Backend backend, Store& store, int rank,
+                                                    int world) {
+  if (backend == Backend::kRing) return CreateRingCollective(store, rank, world, RingOptions{});
+  return CreateGlooCollective(store, rank, world, GlooOptions{});
+}
 
 struct RankRun {
   std::vector<float> params;
@@ -206,7 +227,7 @@ std::vector<RankRun> TrainRanks(Backend backend, const JobSpec& spec, const data
     std::unique_ptr<Collective> member;
     if (backend == Backend::kInProcess) {
       member = group.Member(r);
-    } else if (auto made = CreateGlooCollective(store, r, kWorld, GlooOptions{}); made.ok()) {
+    } else if (auto made = Connect(backend, store, r, kWorld); made.ok()) {
       member = std::move(*made);
     } else {
       ADD_FAILURE() << made.status();
@@ -316,10 +337,8 @@ TEST_P(EquivalenceTest, StopOnOneRankStopsBothAfterTheSameStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EquivalenceTest,
-                         ::testing::Values(Backend::kInProcess, Backend::kGloo),
-                         [](const auto& info) {
-                           return std::string(info.param == Backend::kGloo ? "Gloo" : "InProcess");
-                         });
+                         ::testing::Values(Backend::kInProcess, Backend::kGloo, Backend::kRing),
+                         [](const auto& info) { return BackendName(info.param); });
 
 TEST(Equivalence, GlooAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
   const data::LoadedData data = MakeData();
@@ -329,6 +348,18 @@ TEST(Equivalence, GlooAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
   ExpectAllOk(fake, kSteps);
   ExpectAllOk(gloo, kSteps);
   EXPECT_EQ(fake[0].params, gloo[0].params);
+}
+
+// With two ranks the ring adds each element once, as a + b: the same bits
+// as the fake.
+TEST(Equivalence, RingAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
+  const data::LoadedData data = MakeData();
+  const JobSpec spec = Spec(8, JobSpec::SUM);
+  const auto fake = TrainRanks(Backend::kInProcess, spec, data, kSteps);
+  const auto ring = TrainRanks(Backend::kRing, spec, data, kSteps);
+  ExpectAllOk(fake, kSteps);
+  ExpectAllOk(ring, kSteps);
+  EXPECT_EQ(fake[0].params, ring[0].params);
 }
 
 }  // namespace

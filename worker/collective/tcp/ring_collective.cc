@@ -1,0 +1,197 @@
+#include "worker/collective/tcp/ring_collective.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "worker/collective/tcp/ring_bootstrap.h"
+#include "worker/collective/tcp/ring_transfer.h"
+#include "worker/collective/tcp/socket.h"
+#include "worker/collective/tcp/wire.h"
+
+namespace tagi {
+namespace {
+
+using ring_internal::CallHeader;
+using ring_internal::Fd;
+using ring_internal::Plan;
+using ring_internal::RingLinks;
+using ring_internal::Segment;
+
+absl::Status WithContext(const absl::Status& st, const std::string& where) {
+  return absl::Status(st.code(), absl::StrCat(where, ": ", st.message()));
+}
+
+class RingCollective final : public Collective {
+ public:
+  RingCollective(int rank, int world, RingLinks links, Fd wake)
+      : rank_(rank), world_(world), links_(std::move(links)), wake_(std::move(wake)) {}
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+
+  absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override {
+    if (auto st = Usable(); !st.ok() || world_ == 1) return st;
+    plan_.Clear(Header(CallHeader::kAllReduceSum, data.size(), 0));
+    PlanAllReduce(data);
+    return Run("AllReduceSum", timeout);
+  }
+
+  absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override {
+    if (auto st = Usable(); !st.ok()) return st;
+    if (root < 0 || root >= world_) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrFormat("Broadcast root %d out of range [0, %d)", root, world_)));
+    }
+    if (world_ == 1) return absl::OkStatus();
+    plan_.Clear(Header(CallHeader::kBroadcast, data.size(), root));
+    const Segment all{data.data(), data.size()};
+    if (rank_ == root) {
+      plan_.send.push_back(all);
+      plan_.send_ready_at_start = data.size_bytes();
+    } else {
+      plan_.recv.push_back(all);
+      if ((rank_ + 1) % world_ != root) plan_.send.push_back(all);  // forward what arrives
+    }
+    return Run("Broadcast", timeout);
+  }
+
+  absl::Status Barrier(absl::Duration timeout) override {
+    if (auto st = Usable(); !st.ok() || world_ == 1) return st;
+    // One float per chunk, so that every chunk's reduction visits every
+    // rank: no rank can finish before all have arrived.
+    barrier_.assign(static_cast<size_t>(world_), 0.0f);
+    plan_.Clear(Header(CallHeader::kBarrier, barrier_.size(), 0));
+    PlanAllReduce(barrier_);
+    return Run("Barrier", timeout);
+  }
+
+  void Abort() override {
+    aborted_.store(true);
+    const uint64_t one = 1;
+    if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof(one));
+    ShutdownLinks();
+  }
+
+ private:
+  CallHeader Header(CallHeader::Op op, size_t count, int root) {
+    CallHeader h;
+    h.op = op;
+    h.seq = seq_++;
+    h.count = count;
+    h.root = static_cast<uint32_t>(root);
+    return h;
+  }
+
+  // Chunk c (mod world) of data: the balanced split [n*c/W, n*(c+1)/W).
+  Segment Chunk(std::span<float> data, int c) const {
+    const uint64_t w = static_cast<uint64_t>(world_);
+    const uint64_t i = static_cast<uint64_t>(((c % world_) + world_) % world_);
+    const size_t begin = static_cast<size_t>(data.size() * i / w);
+    const size_t end = static_cast<size_t>(data.size() * (i + 1) / w);
+    return Segment{data.data() + begin, end - begin};
+  }
+
+  // Reduce-scatter: step t receives chunk r-t-1 and adds it in, so after
+  // world-1 steps this rank holds the full sum of chunk r+1. All-gather:
+  // step t receives the finished chunk r-t. What this rank sends is chunk
+  // r, then each chunk it received, right after it arrived.
+  void PlanAllReduce(std::span<float> data) {
+    plan_.send.push_back(Chunk(data, rank_));
+    plan_.send_ready_at_start = plan_.send.back().count * sizeof(float);
+    for (int t = 0; t + 1 < world_; ++t) {
+      Segment s = Chunk(data, rank_ - t - 1);
+      s.reduce = true;
+      plan_.recv.push_back(s);
+    }
+    for (int t = 0; t + 1 < world_; ++t) plan_.recv.push_back(Chunk(data, rank_ - t));
+    for (size_t t = 0; t + 1 < plan_.recv.size(); ++t) {
+      plan_.send.push_back(Segment{plan_.recv[t].data, plan_.recv[t].count});
+    }
+  }
+
+  absl::Status Run(const char* what, absl::Duration timeout) {
+    const ring_internal::Links links{links_.to_successor.get(), links_.from_predecessor.get(),
+                                     wake_.get(), (rank_ + 1) % world_,
+                                     (rank_ + world_ - 1) % world_};
+    absl::Status st = ring_internal::RunTransfer(links, plan_, scratch_, absl::Now() + timeout);
+    if (st.ok()) return st;
+    if (aborted_.load()) st = absl::AbortedError("collective aborted (Abort() was called)");
+    return Fail(WithContext(st, absl::StrFormat("ring rank %d of %d, %s", rank_, world_, what)));
+  }
+
+  // OK, or the sticky Aborted error.
+  absl::Status Usable() const {
+    if (aborted_.load()) return absl::AbortedError("collective aborted (Abort() was called)");
+    if (!error_.ok()) {
+      return absl::AbortedError(absl::StrCat("collective failed earlier: ", error_.message()));
+    }
+    return absl::OkStatus();
+  }
+
+  // Records the first error and shuts the links down, so that the
+  // neighbours fail now rather than at their timeouts.
+  absl::Status Fail(absl::Status st) {
+    error_ = st;
+    ShutdownLinks();
+    return st;
+  }
+
+  void ShutdownLinks() {
+    if (links_.to_successor.valid()) ::shutdown(links_.to_successor.get(), SHUT_RDWR);
+    if (links_.from_predecessor.valid()) ::shutdown(links_.from_predecessor.get(), SHUT_RDWR);
+  }
+
+  const int rank_;
+  const int world_;
+  const RingLinks links_;  // descriptors fixed for life: Abort() may use them
+  const Fd wake_;          // eventfd, written by Abort()
+  std::atomic<bool> aborted_{false};
+  // Touched only by the calling thread.
+  absl::Status error_;
+  uint64_t seq_ = 0;
+  Plan plan_;
+  std::vector<float> scratch_;
+  std::vector<float> barrier_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collective>> CreateRingCollective(Store& store, int rank, int world,
+                                                                 const RingOptions& options) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ring: rank %d of world %d; expected world >= 1 and 0 <= rank < world", rank, world));
+  }
+  if (options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("ring: connect_timeout must be positive");
+  }
+  if (options.hostname.empty()) {
+    return absl::InvalidArgumentError("ring: hostname must name the address to bind");
+  }
+  Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake.valid()) return ring_internal::ErrnoStatus(errno, "ring: eventfd");
+  RingLinks links;
+  if (world > 1) {
+    auto made = ring_internal::ConnectRing(store, rank, world, options.hostname,
+                                           absl::Now() + options.connect_timeout);
+    if (!made.ok()) {
+      return WithContext(made.status(),
+                         absl::StrFormat("ring rendezvous of rank %d of %d", rank, world));
+    }
+    links = std::move(*made);
+  }
+  return std::unique_ptr<Collective>(
+      new RingCollective(rank, world, std::move(links), std::move(wake)));
+}
+
+}  // namespace tagi

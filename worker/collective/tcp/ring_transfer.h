@@ -1,0 +1,69 @@
+// Internal to the ring backend: moves one collective call's bytes over the
+// two links of a rank, full duplex, in the calling thread.
+//
+// A call is described as two streams of float segments: what this rank
+// sends to its successor and what it receives from its predecessor (each
+// preceded by a CallHeader on the wire). Sending is gated by receiving:
+// `send_ready_at_start` bytes of the send stream are ready at once, and
+// every further byte that arrives (and, for a reducing segment, has been
+// added in) makes one more ready. That one rule pipelines both the ring
+// all-reduce (what a rank forwards is what it just reduced or received)
+// and the ring broadcast (forward what arrived), at byte granularity.
+//
+// RunTransfer uses non-blocking sockets and poll() on both links and a
+// wake-up descriptor; it allocates nothing except growing `scratch` (the
+// reusable receive buffer of reducing segments). Not thread-safe.
+#ifndef TAGI_WORKER_COLLECTIVE_TCP_RING_TRANSFER_H_
+#define TAGI_WORKER_COLLECTIVE_TCP_RING_TRANSFER_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "worker/collective/tcp/wire.h"
+
+namespace tagi::ring_internal {
+
+struct Segment {
+  float* data;
+  size_t count;
+  // Receive only: data[i] = incoming[i] + data[i] instead of overwriting.
+  bool reduce = false;
+};
+
+struct Plan {
+  CallHeader header;          // sent to the successor, expected from the predecessor
+  std::vector<Segment> send;  // to the successor, in order
+  std::vector<Segment> recv;  // from the predecessor, in order
+  size_t send_ready_at_start = 0;
+
+  void Clear(const CallHeader& h) {
+    header = h;
+    send.clear();
+    recv.clear();
+    send_ready_at_start = 0;
+  }
+};
+
+struct Links {
+  int successor_fd;    // written
+  int predecessor_fd;  // read
+  int wake_fd;         // readable once the call must stop (Abort)
+  int successor_rank;
+  int predecessor_rank;
+};
+
+// Returns OK once every byte of the plan is sent and received. Errors:
+// DeadlineExceeded when `deadline` passes first (the message says how far
+// each direction got); Aborted when wake_fd becomes readable or a peer
+// closes or resets its link; FailedPrecondition when the predecessor's
+// CallHeader differs from plan.header (the ranks are not making the same
+// call) or the successor sends bytes it never should; Internal for
+// unexpected errors of the OS.
+absl::Status RunTransfer(const Links& links, const Plan& plan, std::vector<float>& scratch,
+                         absl::Time deadline);
+
+}  // namespace tagi::ring_internal
+
+#endif  // TAGI_WORKER_COLLECTIVE_TCP_RING_TRANSFER_H_
