@@ -16,6 +16,8 @@ Needs Debian's python3-torch for the PyTorch side (not installed by make deps).
 import argparse, json, os, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Debian's python3-torch lives in the system interpreter.
+TORCH_PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
 
 TORCH_SCRIPT = r'''
 import gzip, os, sys, time
@@ -120,13 +122,17 @@ def run_torch(world, batch, epochs):
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(TORCH_SCRIPT)
     env = dict(os.environ, OMP_NUM_THREADS="1", BENCH_T0=repr(time.time()))
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+    # --redirects 1 --tee 1: Debian's torch 1.13 under Python 3.11 cannot parse
+    # the default "0" (enum.Flag no longer iterates its zero member), so
+    # torchrun crashes at start; teeing stdout works and keeps it visible.
+    out = subprocess.run([TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone",
+                          "--redirects", "1", "--tee", "1",
                           "--nproc_per_node", str(world), f.name, str(batch), str(epochs)],
                          capture_output=True, text=True, env=env)
     os.unlink(f.name)
     for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return eval(line[7:])
+        if "RESULT " in line:
+            return eval(line[line.index("RESULT ") + 7:])
     raise RuntimeError("torchrun failed:\n" + out.stderr[-2000:])
 
 
