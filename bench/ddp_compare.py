@@ -106,6 +106,7 @@ def run_tagi(bin_dir, world, batch, epochs, backend):
         seconds = sum(e["seconds"] for e in p["epochs"])
         steps = int(p["globalStep"])
         return {"first_step_s": st.get("rendezvousSeconds", 0.0),
+                "data_s": p.get("dataSeconds", 0.0), "group_s": p.get("groupSeconds", 0.0),
                 "samples_per_s": steps * batch * world / seconds,
                 "allreduce_ms": 1e3 * p.get("allreduceSeconds", 0.0),
                 "step_ms": 1e3 * p.get("stepSeconds", 0.0),
@@ -163,6 +164,11 @@ def main():
             if one and two:
                 print("%s B=%d: 2 workers / 1 worker = %.2fx" % (
                     system, batch, two["samples_per_s"] / one["samples_per_s"]))
+    for (system, batch, world), r in rows.items():
+        if system == "tagi":
+            print("tagi B=%d W=%d: first step %.3f s = data %.3f s + group %.3f s + model/step %.3f s" % (
+                batch, world, r["first_step_s"], r["data_s"], r["group_s"],
+                r["first_step_s"] - r["data_s"] - r["group_s"]))
     print("JSON " + json.dumps({"%s/B%d/W%d" % k: v for k, v in rows.items()}))
 
 

@@ -157,8 +157,10 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   const tagi::v1::JobSpec& spec = a.spec();
   TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
   TAGI_ASSIGN_OR_RETURN(const data::LoadedData data, data::LoadData(spec.data(), spec.seed()));
+  progress.set_data_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
   TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, data, spec.batch_size()));
 
+  const absl::Time group_start = clock.Now();
   CoordinatorStore store(client, a.job_id(), a.generation());
   std::unique_ptr<Collective> collective;
   if (a.world_size() > 1) {
@@ -173,6 +175,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   board.SetCollective(collective.get());
   TAGI_RETURN_IF_ERROR(
       VerifyReplicas(store, a, model->ParameterFingerprint(), options.connect_timeout));
+  progress.set_group_seconds(absl::ToDoubleSeconds(clock.Now() - group_start));
 
   TrainerOptions topt;
   topt.collective = collective.get();
