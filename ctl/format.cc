@@ -81,11 +81,14 @@ std::string JobDetails(const tagi::v1::Job& j) {
                           1e3 * p.step_seconds(), 1e3 * p.allreduce_seconds(),
                           p.allreduce_bytes());
   }
+  const bool classification = j.spec().head().has_classification();
   for (const auto& e : p.epochs()) {
-    absl::StrAppendFormat(&out, "epoch %-4d train acc %.2f%%  test acc %.2f%%  test RMSE %.4f  "
-                                "test log-lik %.4f  sigma_v %g  %.2f s\n",
-                          e.epoch(), 100 * e.train_accuracy(), 100 * e.test_accuracy(),
-                          e.test_rmse(), e.test_log_likelihood(), e.sigma_v(), e.seconds());
+    const std::string metric =
+        classification ? absl::StrFormat("train acc %.2f%%  test acc %.2f%%",
+                                         100 * e.train_accuracy(), 100 * e.test_accuracy())
+                       : absl::StrFormat("test RMSE %.4f", e.test_rmse());
+    absl::StrAppendFormat(&out, "epoch %-4d %s  test log-lik %.4f  sigma_v %g  %.2f s\n",
+                          e.epoch(), metric, e.test_log_likelihood(), e.sigma_v(), e.seconds());
   }
   if (!j.model_checksum().empty()) {
     absl::StrAppendFormat(&out, "model      %d bytes, parameter checksum %s\n", j.model_bytes(),

@@ -1,66 +1,11 @@
-// TempDir: a fresh directory under the system temp dir for one test,
-// removed with everything in it when the object goes out of scope.
+// The common tests' temporary directory: the shared ScratchDir.
 #ifndef TAGI_TESTS_COMMON_TEMP_DIR_H_
 #define TAGI_TESTS_COMMON_TEMP_DIR_H_
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <filesystem>
-#include <fstream>
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "gtest/gtest.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace tagi::test {
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string name = std::string("tagi_common_test_") + info->test_suite_name() + "_" +
-                             info->name() + "_" + std::to_string(::getpid()) + "_" +
-                             std::to_string(counter++);
-    path_ = std::filesystem::temp_directory_path() / name;
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::string Path(std::string_view file) const { return (path_ / file).string(); }
-
-  // Writes `contents` to `file` (not atomically) and returns its full path.
-  std::string Write(std::string_view file, std::string_view contents) const {
-    const std::string p = Path(file);
-    std::ofstream out(p, std::ios::binary);
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    return p;
-  }
-
-  // Names of the entries in the directory, sorted.
-  std::vector<std::string> List() const {
-    std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(path_)) {
-      names.push_back(entry.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::filesystem::path path_;
-};
-
+using TempDir = ::tagi::testing::ScratchDir;
 }  // namespace tagi::test
 
 #endif  // TAGI_TESTS_COMMON_TEMP_DIR_H_
