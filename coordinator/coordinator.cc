@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -152,6 +153,46 @@ std::vector<tagi::v1::WorkerInfo> Coordinator::ListWorkers() {
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return WorkerIdLess(a.id(), b.id());
   });
+  return out;
+}
+
+CoordinatorStats Coordinator::Stats() {
+  absl::MutexLock lock(&mu_);
+  CoordinatorStats out;
+  const JobRecord* last_ended = nullptr;
+  for (const auto& [id, r] : jobs_) {
+    ++out.jobs_by_state[r.job.state()];
+    if (IsTerminal(r.job.state()) && r.job.generation() > 0 &&
+        (last_ended == nullptr ||
+         std::make_pair(r.job.end_time_ms(), r.seq) >
+             std::make_pair(last_ended->job.end_time_ms(), last_ended->seq))) {
+      last_ended = &r;
+    }
+  }
+  auto add = [&out](const JobRecord& r) {
+    const tagi::v1::JobProgress& p = r.job.progress();
+    JobStats& j = out.jobs.emplace_back();
+    j.id = r.job.id();
+    j.state = r.job.state();
+    j.generation = r.job.generation();
+    j.samples_per_second = IsTerminal(j.state) ? 0.0 : p.samples_per_second();
+    j.progress_ratio = j.state == tagi::v1::SUCCEEDED ? 1.0
+                       : p.total_steps() > 0
+                           ? static_cast<double>(p.global_step()) / p.total_steps()
+                           : 0.0;
+    // A job shorter than one progress interval reports it only with rank 0's
+    // FinishJob, in the final progress.
+    j.rendezvous_seconds = r.job.rendezvous_seconds() > 0 ? r.job.rendezvous_seconds()
+                                                          : p.rendezvous_seconds();
+  };
+  for (const auto& [id, r] : jobs_) {
+    if (r.job.state() == tagi::v1::RUNNING) add(r);
+  }
+  if (last_ended != nullptr) add(*last_ended);
+  for (const auto& [id, w] : workers_) {
+    ++out.workers_by_state[w.info.state()];
+    if (!w.gone) out.workers.push_back({id, w.info.state(), w.last_seen});
+  }
   return out;
 }
 

@@ -32,6 +32,30 @@
 
 namespace tagi::coordinator {
 
+// A read-only snapshot of the coordinator for metrics (coordinator/metrics.h).
+struct JobStats {
+  std::string id;
+  tagi::v1::JobState state = tagi::v1::JOB_STATE_UNSPECIFIED;
+  uint64_t generation = 0;
+  uint64_t restarts = 0;            // always 0: restarts arrive with fault tolerance
+  double samples_per_second = 0.0;  // all ranks together; 0 once the job is over
+  double progress_ratio = 0.0;      // global step / total steps; 1 once it succeeded
+  double rendezvous_seconds = 0.0;  // of the current generation; 0 until rank 0 stepped
+};
+struct WorkerStats {
+  std::string id;
+  std::string state;     // IDLE, BUSY
+  absl::Time last_seen;  // on the coordinator's clock
+};
+struct CoordinatorStats {
+  std::map<tagi::v1::JobState, int> jobs_by_state;  // every job ever submitted
+  std::map<std::string, int> workers_by_state;      // IDLE, BUSY, GONE
+  // The running jobs, then the job that ended last (if any): bounded by the
+  // number of workers, however long the coordinator runs.
+  std::vector<JobStats> jobs;
+  std::vector<WorkerStats> workers;  // those not gone
+};
+
 struct CoordinatorOptions {
   int world = 1;                 // default and largest world size of a job
   std::string state_dir;         // final models go to <state_dir>/models/ when set
@@ -60,6 +84,8 @@ class Coordinator {
   // The final model file; FailedPrecondition until the job SUCCEEDED.
   absl::StatusOr<std::string> ModelFile(const std::string& id);
   std::vector<tagi::v1::WorkerInfo> ListWorkers();
+  // A consistent snapshot for metrics; changes nothing.
+  CoordinatorStats Stats();
 
   // --- Cluster (workers) ---
   tagi::v1::RegisterResponse Register(const tagi::v1::RegisterRequest& req,

@@ -7,6 +7,8 @@ PACKAGES=(
   cmake g++ make pkg-config
   libabsl-dev libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc libgloo-dev
+  libcpp-httplib-dev prometheus-cpp-dev
+  prometheus docker-compose curl
   libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist

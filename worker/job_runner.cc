@@ -15,6 +15,7 @@
 #include "worker/data/loader.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/model_file.h"
+#include "worker/metrics.h"
 #include "worker/trainer.h"
 
 namespace tagi {
@@ -155,6 +156,10 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
                    const Assignment& a, Clock& clock, Board& board, JobProgress& progress) {
   const absl::Time assigned_at = clock.Now();
   const tagi::v1::JobSpec& spec = a.spec();
+  if (options.metrics != nullptr) {
+    options.metrics->StartJob(a.job_id(), a.rank(), options.worker_id,
+                              spec.head().has_classification());
+  }
   TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
   TAGI_ASSIGN_OR_RETURN(const data::LoadedData data, data::LoadData(spec.data(), spec.seed()));
   progress.set_data_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
@@ -205,9 +210,15 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
       progress.set_allreduce_seconds(trainer.last_step().allreduce_seconds);
       progress.set_allreduce_bytes(trainer.last_step().allreduce_bytes);
       board.SetProgress(progress);
+      if (options.metrics != nullptr) {
+        const double rank_rate =
+            sec > 0 ? static_cast<double>(step) * spec.batch_size() / sec : 0.0;
+        options.metrics->RecordStep(trainer.last_step(), rank_rate);
+      }
     };
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, 0, on_step));
     FillEpoch(m, progress.add_epochs());
+    if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
     board.SetProgress(progress);
   }
   if (collective != nullptr) DepartTogether(store, a, options.connect_timeout);

@@ -23,6 +23,8 @@
 
 namespace tagi {
 
+class WorkerMetrics;
+
 struct JobRunnerOptions {
   std::string worker_id;
   int threads = 1;
@@ -33,6 +35,9 @@ struct JobRunnerOptions {
   // Polled once per step: true makes this rank vote to stop (the worker is
   // shutting down); every rank then stops after the same step.
   std::function<bool()> shutting_down;
+  // Where step and epoch metrics go (tagi-worker --metrics); may be null.
+  // Not owned; outlives the run.
+  WorkerMetrics* metrics = nullptr;
 };
 
 struct JobOutcome {

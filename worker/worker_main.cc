@@ -2,19 +2,24 @@
 // the shards it is assigned, and waits for the next job.
 //
 //   tagi-worker --coord HOST:PORT [--device cpu] [--threads T] [--host ADDR]
+//               [--metrics HOST:PORT [--metrics-port-file FILE]]
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/file_util.h"
 #include "common/flags.h"
 #include "common/job_spec.h"
 #include "common/signals.h"
 #include "worker/agent.h"
+#include "worker/metrics.h"
 
 ABSL_FLAG(std::string, coord, "", "The coordinator's gRPC address, HOST:PORT.");
 ABSL_FLAG(std::string, device, "cpu", "\"cpu\" (the CUDA engine arrives with the GPU issue).");
@@ -26,12 +31,18 @@ ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(30),
           "Time allowed to form the collective group of a job.");
 ABSL_FLAG(int, max_jobs, 0, "Exit after this many jobs (0: run until stopped).");
+ABSL_FLAG(std::string, metrics, "",
+          "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free one); "
+          "off when empty.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "Write the chosen metrics port to this file once listening.");
 
 int main(int argc, char** argv) {
   tagi::InstallTerminationHandler();
   absl::SetProgramUsageMessage(
       "a tagi-ddp worker.\n"
       "  tagi-worker --coord HOST:PORT [--device cpu] [--threads T] [--host ADDR]\n"
+      "              [--metrics HOST:PORT [--metrics-port-file FILE]]\n"
       "Run with --helpfull for every flag.");
   std::vector<char*> args = tagi::ParseFlags(argc, argv);
   if (args.size() != 1) {
@@ -63,6 +74,39 @@ int main(int argc, char** argv) {
   if (opt.runner.threads < 1 || opt.runner.threads > 256) {
     std::fprintf(stderr, "tagi-worker: --threads must be in 1..256\n");
     return 2;
+  }
+  const std::string metrics_address = absl::GetFlag(FLAGS_metrics);
+  const std::string metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  if (!metrics_address.empty() && !tagi::ValidHostPort(metrics_address)) {
+    std::fprintf(stderr, "tagi-worker: --metrics \"%s\" is not HOST:PORT\n",
+                 metrics_address.c_str());
+    return 2;
+  }
+  if (metrics_address.empty() && !metrics_port_file.empty()) {
+    std::fprintf(stderr, "tagi-worker: --metrics-port-file needs --metrics\n");
+    return 2;
+  }
+  tagi::WorkerMetrics metrics;
+  std::unique_ptr<tagi::MetricsEndpoint> endpoint;
+  if (!metrics_address.empty()) {
+    auto started = tagi::MetricsEndpoint::Start(metrics_address, metrics);
+    if (!started.ok()) {
+      std::fprintf(stderr, "tagi-worker: --metrics: %s\n",
+                   std::string(started.status().message()).c_str());
+      return 2;
+    }
+    endpoint = *std::move(started);
+    opt.runner.metrics = &metrics;
+    if (!metrics_port_file.empty()) {
+      if (auto st = tagi::WriteFileAtomic(metrics_port_file, absl::StrCat(endpoint->port(), "\n"));
+          !st.ok()) {
+        std::fprintf(stderr, "tagi-worker: --metrics-port-file: %s\n",
+                     std::string(st.message()).c_str());
+        return 2;
+      }
+    }
+    std::fprintf(stderr, "tagi-worker: metrics on %s (port %d)\n", metrics_address.c_str(),
+                 endpoint->port());
   }
   tagi::RealClock clock;
   tagi::Agent agent(opt, clock);

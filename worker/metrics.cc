@@ -1,0 +1,210 @@
+#include "worker/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tagi {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+namespace {
+
+// Steps take from ~0.1 ms (a small MLP on a GPU) to seconds (a large model
+// at a large batch on a CPU); all-reduces span the same range.
+const Histogram::BucketBoundaries kStepBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                  0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                                  1,      2.5,     5,      10};
+
+Family<Gauge>& GaugeFamily(prometheus::Registry& r, const std::string& name,
+                           const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
+}  // namespace
+
+struct WorkerMetricsState {
+  // The series of one job attempt; epoch gauges are null until its first
+  // epoch ends (and the accuracies, or the RMSE, stay null).
+  struct Series {
+    Gauge* samples_per_second = nullptr;
+    Histogram* compute = nullptr;
+    Histogram* allreduce = nullptr;
+    Counter* allreduce_bytes = nullptr;
+    Counter* steps = nullptr;
+    Gauge* epoch = nullptr;
+    Gauge* train_accuracy = nullptr;
+    Gauge* test_accuracy = nullptr;
+    Gauge* test_log_likelihood = nullptr;
+    Gauge* test_rmse = nullptr;
+    Gauge* sigma_v = nullptr;
+  };
+
+  WorkerMetricsState()
+      : registry(std::make_shared<prometheus::Registry>()),
+        samples_per_second(GaugeFamily(*registry, "tagi_worker_samples_per_second",
+                                       "Training samples per second of this rank in the "
+                                       "current epoch.")),
+        compute(prometheus::BuildHistogram()
+                    .Name("tagi_worker_step_compute_seconds")
+                    .Help("Time of each training step without its all-reduce.")
+                    .Register(*registry)),
+        allreduce(prometheus::BuildHistogram()
+                      .Name("tagi_worker_step_allreduce_seconds")
+                      .Help("Time of each step's all-reduce of the packed deltas.")
+                      .Register(*registry)),
+        allreduce_bytes(prometheus::BuildCounter()
+                            .Name("tagi_worker_allreduce_bytes_total")
+                            .Help("Bytes all-reduced by this rank (its buffer size per call).")
+                            .Register(*registry)),
+        steps(prometheus::BuildCounter()
+                  .Name("tagi_worker_steps_total")
+                  .Help("Training steps completed by this rank.")
+                  .Register(*registry)),
+        epoch(GaugeFamily(*registry, "tagi_worker_epoch",
+                          "Number (1-based) of the last finished epoch; 0 before the first.")),
+        train_accuracy(GaugeFamily(*registry, "tagi_worker_train_accuracy",
+                                   "Training accuracy of the last epoch on this rank's "
+                                   "batches (classification).")),
+        test_accuracy(GaugeFamily(*registry, "tagi_worker_test_accuracy",
+                                  "Test accuracy after the last epoch (classification).")),
+        test_log_likelihood(GaugeFamily(*registry, "tagi_worker_test_log_likelihood",
+                                        "Average predictive log-likelihood per test sample "
+                                        "after the last epoch.")),
+        test_rmse(GaugeFamily(*registry, "tagi_worker_test_rmse",
+                              "Test RMSE after the last epoch (regression).")),
+        sigma_v(GaugeFamily(*registry, "tagi_worker_sigma_v",
+                            "Observation noise sigma_v used in the last epoch.")) {}
+
+  template <typename T>
+  static void Drop(Family<T>& family, T*& metric) {
+    if (metric != nullptr) family.Remove(metric);
+    metric = nullptr;
+  }
+  void DropSeries() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    Drop(samples_per_second, series.samples_per_second);
+    Drop(compute, series.compute);
+    Drop(allreduce, series.allreduce);
+    Drop(allreduce_bytes, series.allreduce_bytes);
+    Drop(steps, series.steps);
+    Drop(epoch, series.epoch);
+    Drop(train_accuracy, series.train_accuracy);
+    Drop(test_accuracy, series.test_accuracy);
+    Drop(test_log_likelihood, series.test_log_likelihood);
+    Drop(test_rmse, series.test_rmse);
+    Drop(sigma_v, series.sigma_v);
+  }
+
+  absl::Mutex mu;
+  // Shared with the endpoint, which holds a weak pointer to it.
+  const std::shared_ptr<prometheus::Registry> registry;
+  Family<Gauge>& samples_per_second;
+  Family<Histogram>& compute;
+  Family<Histogram>& allreduce;
+  Family<Counter>& allreduce_bytes;
+  Family<Counter>& steps;
+  Family<Gauge>& epoch;
+  Family<Gauge>& train_accuracy;
+  Family<Gauge>& test_accuracy;
+  Family<Gauge>& test_log_likelihood;
+  Family<Gauge>& test_rmse;
+  Family<Gauge>& sigma_v;
+  prometheus::Labels labels ABSL_GUARDED_BY(mu);
+  bool classification ABSL_GUARDED_BY(mu) = false;
+  Series series ABSL_GUARDED_BY(mu);
+};
+
+WorkerMetrics::WorkerMetrics() : state_(std::make_unique<WorkerMetricsState>()) {}
+WorkerMetrics::~WorkerMetrics() = default;
+
+void WorkerMetrics::StartJob(const std::string& job, uint32_t rank, const std::string& worker,
+                             bool classification) {
+  WorkerMetricsState& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  s.DropSeries();
+  s.labels = {{"job", job}, {"rank", absl::StrCat(rank)}, {"worker", worker}};
+  s.classification = classification;
+  s.series.samples_per_second = &s.samples_per_second.Add(s.labels);
+  s.series.compute = &s.compute.Add(s.labels, kStepBuckets);
+  s.series.allreduce = &s.allreduce.Add(s.labels, kStepBuckets);
+  s.series.allreduce_bytes = &s.allreduce_bytes.Add(s.labels);
+  s.series.steps = &s.steps.Add(s.labels);
+  s.series.epoch = &s.epoch.Add(s.labels);
+}
+
+void WorkerMetrics::RecordStep(const StepTimings& step, double samples_per_second) {
+  WorkerMetricsState& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  if (s.series.steps == nullptr) return;
+  s.series.samples_per_second->Set(samples_per_second);
+  s.series.compute->Observe(std::max(0.0, step.step_seconds - step.allreduce_seconds));
+  s.series.allreduce->Observe(step.allreduce_seconds);
+  s.series.allreduce_bytes->Increment(static_cast<double>(step.allreduce_bytes));
+  s.series.steps->Increment();
+}
+
+void WorkerMetrics::RecordEpoch(const EpochMetrics& m) {
+  WorkerMetricsState& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  if (s.series.epoch == nullptr) return;
+  auto gauge = [&s](Family<Gauge>& family, Gauge*& g) -> Gauge& {
+    if (g == nullptr) g = &family.Add(s.labels);
+    return *g;
+  };
+  s.series.epoch->Set(static_cast<double>(m.epoch + 1));
+  if (s.classification) {
+    gauge(s.train_accuracy, s.series.train_accuracy).Set(m.train_accuracy);
+    gauge(s.test_accuracy, s.series.test_accuracy).Set(m.test.accuracy);
+  } else {
+    gauge(s.test_rmse, s.series.test_rmse).Set(m.test.rmse);
+  }
+  gauge(s.test_log_likelihood, s.series.test_log_likelihood).Set(m.test.log_likelihood);
+  gauge(s.sigma_v, s.series.sigma_v).Set(m.sigma_v);
+}
+
+std::string WorkerMetrics::Scrape() {
+  return prometheus::TextSerializer().Serialize(state_->registry->Collect());
+}
+
+struct MetricsEndpoint::Server {
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Server> server, int port)
+    : server_(std::move(server)), port_(port) {}
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
+                                                                        WorkerMetrics& metrics) {
+  auto server = std::make_unique<Server>();
+  try {
+    // CivetWeb throws CivetException (a std::runtime_error) when it cannot
+    // bind; it does not cross this boundary.
+    server->exposer = std::make_unique<prometheus::Exposer>(address, 2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, " (is the port free?): ", e.what()));
+  }
+  const std::vector<int> ports = server->exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address));
+  }
+  server->exposer->RegisterCollectable(metrics.state_->registry);
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(server), ports[0]));
+}
+
+}  // namespace tagi
