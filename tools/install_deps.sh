@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc libgloo-dev
   libcpp-httplib-dev prometheus-cpp-dev
-  prometheus docker-compose curl
+  prometheus docker-compose curl python3-yaml
   libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist
@@ -20,8 +20,19 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+# Optional, from PyPI: schemathesis drives the REST API from docs/openapi.yaml
+# (tests/rest). Best effort: without it that one test skips with a message.
+pip_extras() {
+  if ! python3 -c "import schemathesis" 2>/dev/null; then
+    timeout 300 python3 -m pip install --quiet 'schemathesis>=4,<5' >/dev/null 2>&1 &&
+      echo "deps: installed schemathesis" ||
+      echo "deps: schemathesis not installed (its test will skip)"
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PACKAGES[@]} packages present"
+  pip_extras
   exit 0
 fi
 
@@ -35,3 +46,4 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+pip_extras
