@@ -1,0 +1,64 @@
+// Snapshots: the complete state a training group needs to resume exactly.
+//
+// Rank 0 encodes a Snapshot every K steps and uploads it; the coordinator
+// keeps the bytes (coordinator/snapshot_store.h) and hands the newest good
+// one to the next generation. Layout (integers and floats little-endian,
+// whatever the host), mirroring the model file (worker/engine/model_file.h):
+//   "TAGISNAP"            8-byte magic
+//   u32 format version    kSnapshotVersion
+//   u64 body length
+//   body:  string job_id (u32 length + bytes, at most kMaxSnapshotJobIdBytes)
+//          u64 generation, u64 epoch, u64 step, u64 global_step
+//          4 x u64 rng state, f32 sigma_v
+//          u64 parameter count P, f32[P] parameters (the arena [mu N][var N])
+//          string architecture (at most kMaxSnapshotArchitectureBytes)
+//   u32 CRC-32 of every byte before it
+// Decoding never trusts a length before checking it against the bytes
+// present and never allocates more than the input could hold. A truncated,
+// padded or altered snapshot is DataLoss; an intact snapshot (its CRC
+// matches) of an unknown format version is FailedPrecondition naming it.
+// Every format version keeps the magic and the CRC-32 trailer, so the
+// checksum is verified first. Pure functions; thread-safe.
+#ifndef TAGI_COMMON_SNAPSHOT_H_
+#define TAGI_COMMON_SNAPSHOT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tagi {
+
+inline constexpr uint32_t kSnapshotVersion = 1;
+inline constexpr size_t kMaxSnapshotJobIdBytes = 256;
+inline constexpr size_t kMaxSnapshotArchitectureBytes = size_t{1} << 20;
+// The largest snapshot file a reader accepts (the model file's limit).
+inline constexpr size_t kMaxSnapshotBytes = size_t{16} << 30;
+
+struct Snapshot {
+  std::string job_id;
+  uint64_t generation = 0;
+  uint64_t epoch = 0;
+  uint64_t step = 0;  // the next step within the epoch
+  uint64_t global_step = 0;
+  std::array<uint64_t, 4> rng_state{};
+  float sigma_v = 0.0f;
+  std::vector<float> parameters;  // the model arena [mu N][var N]
+  // Opaque bytes describing the model (e.g. the model file's architecture
+  // section or a fingerprint string); the restorer compares them.
+  std::string architecture;
+};
+
+// REQUIRES: job_id and architecture within the limits above (CHECKed: a
+// snapshot that could not be decoded must never be written).
+std::string EncodeSnapshot(const Snapshot& snapshot);
+
+absl::StatusOr<Snapshot> DecodeSnapshot(std::span<const char> bytes);
+
+}  // namespace tagi
+
+#endif  // TAGI_COMMON_SNAPSHOT_H_

@@ -1,0 +1,196 @@
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "common/byte_codec.h"
+#include "common/checksum.h"
+#include "common/snapshot.h"
+#include "gtest/gtest.h"
+
+namespace tagi {
+namespace {
+
+Snapshot SampleSnapshot(size_t n = 6) {
+  Snapshot s;
+  s.job_id = "job-7";
+  s.generation = 3;
+  s.epoch = 2;
+  s.step = 17;
+  s.global_step = 1234567;
+  s.rng_state = {0x0123456789abcdefULL, 0xfedcba9876543210ULL, 1, ~uint64_t{0}};
+  s.sigma_v = 0.3f;
+  for (size_t i = 0; i < 2 * n; ++i) s.parameters.push_back(0.01f * static_cast<float>(i) - 0.05f);
+  s.architecture = std::string("fnn:784-100-11\0binary", 21);
+  return s;
+}
+
+void ExpectBitIdentical(const Snapshot& a, const Snapshot& b) {
+  EXPECT_EQ(a.job_id, b.job_id);
+  EXPECT_EQ(a.generation, b.generation);
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.global_step, b.global_step);
+  EXPECT_EQ(a.rng_state, b.rng_state);
+  EXPECT_EQ(std::memcmp(&a.sigma_v, &b.sigma_v, sizeof(float)), 0);
+  ASSERT_EQ(a.parameters.size(), b.parameters.size());
+  EXPECT_EQ(
+      std::memcmp(a.parameters.data(), b.parameters.data(), a.parameters.size() * sizeof(float)),
+      0);
+  EXPECT_EQ(a.architecture, b.architecture);
+}
+
+// Replaces the CRC trailer with the checksum of the (edited) bytes before it.
+void Reseal(std::string& bytes) {
+  const uint32_t crc = Crc32(bytes.data(), bytes.size() - 4);
+  ByteWriter w;
+  w.PutU32(crc);
+  bytes.replace(bytes.size() - 4, 4, w.data());
+}
+
+TEST(SnapshotCodec, RoundTripIsBitExact) {
+  Snapshot s = SampleSnapshot();
+  s.parameters.push_back(std::numeric_limits<float>::quiet_NaN());
+  s.parameters.push_back(-0.0f);
+  s.parameters.push_back(std::numeric_limits<float>::denorm_min());
+  s.parameters.push_back(std::numeric_limits<float>::infinity());
+  const std::string bytes = EncodeSnapshot(s);
+  auto decoded = DecodeSnapshot(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectBitIdentical(s, *decoded);
+  EXPECT_EQ(EncodeSnapshot(*decoded), bytes);
+}
+
+TEST(SnapshotCodec, RoundTripsEmptyFields) {
+  const Snapshot s;
+  auto decoded = DecodeSnapshot(EncodeSnapshot(s));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectBitIdentical(s, *decoded);
+}
+
+TEST(SnapshotCodec, EveryTruncationIsDataLoss) {
+  const std::string bytes = EncodeSnapshot(SampleSnapshot());
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    auto decoded = DecodeSnapshot(std::span<const char>(bytes.data(), len));
+    ASSERT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << "length " << len;
+  }
+}
+
+TEST(SnapshotCodec, PaddingIsDataLoss) {
+  const std::string bytes = EncodeSnapshot(SampleSnapshot()) + std::string(1, '\0');
+  EXPECT_EQ(DecodeSnapshot(bytes).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(SnapshotCodec, EverySingleBitFlipIsDataLoss) {
+  const std::string bytes = EncodeSnapshot(SampleSnapshot());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = bytes;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
+      auto decoded = DecodeSnapshot(flipped);
+      ASSERT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss)
+          << "byte " << i << " bit " << bit << ": " << decoded.status();
+    }
+  }
+}
+
+TEST(SnapshotCodec, UnknownVersionIsFailedPreconditionNamingIt) {
+  std::string bytes = EncodeSnapshot(SampleSnapshot());
+  ByteWriter w;
+  w.PutU32(kSnapshotVersion + 41);
+  bytes.replace(8, 4, w.data());
+  Reseal(bytes);
+  auto decoded = DecodeSnapshot(bytes);
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(decoded.status().message().find(std::to_string(kSnapshotVersion + 41)),
+            std::string::npos)
+      << decoded.status();
+}
+
+TEST(SnapshotCodec, OtherMagicIsDataLoss) {
+  std::string bytes = EncodeSnapshot(SampleSnapshot());
+  bytes.replace(0, 8, "TAGIMODL");
+  Reseal(bytes);
+  EXPECT_EQ(DecodeSnapshot(bytes).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// Builds a correctly framed and sealed file around an arbitrary body, so the
+// body decoder itself meets the hostile values.
+std::string Frame(const std::string& body) {
+  ByteWriter w;
+  w.PutBytes("TAGISNAP", 8);
+  w.PutU32(kSnapshotVersion);
+  w.PutU64(body.size());
+  w.PutBytes(body.data(), body.size());
+  w.PutU32(0);
+  std::string bytes = w.Release();
+  Reseal(bytes);
+  return bytes;
+}
+
+ByteWriter FixedFields(const std::string& job_id) {
+  ByteWriter w;
+  w.PutString(job_id);
+  for (int i = 0; i < 4 + 4; ++i) w.PutU64(i);
+  w.PutF32(1.0f);
+  return w;
+}
+
+TEST(SnapshotCodec, SealedFramingRoundTripsThroughFrame) {
+  ByteWriter w = FixedFields("j");
+  w.PutU64(0);
+  w.PutString("arch");
+  auto decoded = DecodeSnapshot(Frame(w.data()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->architecture, "arch");
+}
+
+TEST(SnapshotCodec, HugeParameterCountIsDataLossWithoutAllocating) {
+  for (const uint64_t n : {~uint64_t{0}, uint64_t{1} << 62, uint64_t{1} << 40, uint64_t{3}}) {
+    ByteWriter w = FixedFields("j");
+    w.PutU64(n);
+    w.PutF32(1.0f);  // fewer bytes than announced
+    auto decoded = DecodeSnapshot(Frame(w.data()));
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << n;
+  }
+}
+
+TEST(SnapshotCodec, HugeStringLengthsAreDataLoss) {
+  {
+    ByteWriter w;
+    w.PutU32(0xffffffffu);  // job id length
+    EXPECT_EQ(DecodeSnapshot(Frame(w.data())).status().code(), absl::StatusCode::kDataLoss);
+  }
+  {
+    // Longer than the limit, even though the bytes are present.
+    ByteWriter w;
+    w.PutString(std::string(kMaxSnapshotJobIdBytes + 1, 'x'));
+    EXPECT_EQ(DecodeSnapshot(Frame(w.data())).status().code(), absl::StatusCode::kDataLoss);
+  }
+  {
+    ByteWriter w = FixedFields("j");
+    w.PutU64(0);
+    w.PutU32(0xfffffff0u);  // architecture length
+    EXPECT_EQ(DecodeSnapshot(Frame(w.data())).status().code(), absl::StatusCode::kDataLoss);
+  }
+}
+
+TEST(SnapshotCodec, HugeBodyLengthIsDataLoss) {
+  std::string bytes = EncodeSnapshot(SampleSnapshot());
+  ByteWriter w;
+  w.PutU64(~uint64_t{0});
+  bytes.replace(12, 8, w.data());
+  Reseal(bytes);
+  EXPECT_EQ(DecodeSnapshot(bytes).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(SnapshotCodec, TrailingBodyBytesAreDataLoss) {
+  ByteWriter w = FixedFields("j");
+  w.PutU64(0);
+  w.PutString("arch");
+  w.PutU8(0);
+  EXPECT_EQ(DecodeSnapshot(Frame(w.data())).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace tagi
