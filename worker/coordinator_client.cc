@@ -13,6 +13,24 @@ constexpr absl::Duration kMaxPoll = absl::Seconds(20);
 // Slack for the network on top of a server-side wait.
 constexpr absl::Duration kWaitSlack = absl::Seconds(5);
 
+const absl::Status& StatusOf(const absl::Status& st) { return st; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& st) {
+  return st.status();
+}
+
+// Runs a server-side wait of `timeout` as long polls of at most kMaxPoll,
+// until it succeeds, fails otherwise than by its deadline, or time is up.
+template <typename Result, typename Poll>
+Result PollInSlices(absl::Duration timeout, Poll poll) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    Result r = poll(std::clamp(left, absl::ZeroDuration(), kMaxPoll));
+    if (!absl::IsDeadlineExceeded(StatusOf(r)) || absl::Now() >= deadline) return r;
+  }
+}
+
 uint32_t Ms(absl::Duration d) {
   return static_cast<uint32_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(d)));
 }
@@ -142,22 +160,16 @@ absl::Status CoordinatorStore::Set(const std::string& key, const std::string& va
 
 absl::StatusOr<std::string> CoordinatorStore::Get(const std::string& key,
                                                   absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    const absl::Duration left = deadline - absl::Now();
-    auto v = client_.StoreGet(job_, gen_, key, std::clamp(left, absl::ZeroDuration(), kMaxPoll));
-    if (v.ok() || !absl::IsDeadlineExceeded(v.status()) || absl::Now() >= deadline) return v;
-  }
+  return PollInSlices<absl::StatusOr<std::string>>(timeout, [&](absl::Duration slice) {
+    return client_.StoreGet(job_, gen_, key, slice);
+  });
 }
 
 absl::Status CoordinatorStore::Wait(const std::vector<std::string>& keys,
                                     absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    const absl::Duration left = deadline - absl::Now();
-    auto st = client_.StoreWait(job_, gen_, keys, std::clamp(left, absl::ZeroDuration(), kMaxPoll));
-    if (st.ok() || !absl::IsDeadlineExceeded(st) || absl::Now() >= deadline) return st;
-  }
+  return PollInSlices<absl::Status>(timeout, [&](absl::Duration slice) {
+    return client_.StoreWait(job_, gen_, keys, slice);
+  });
 }
 
 absl::StatusOr<int64_t> CoordinatorStore::Add(const std::string& key, int64_t delta) {

@@ -193,8 +193,9 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   const double global_batch = static_cast<double>(spec.batch_size()) * a.world_size();
   progress.set_steps_per_epoch(steps);
   progress.set_total_steps(steps * spec.epochs());
+  absl::Time last_publish = absl::InfinitePast();
   for (uint32_t e = 0; e < spec.epochs(); ++e) {
-    auto on_step = [&](uint64_t epoch, size_t step, size_t, absl::Duration elapsed) {
+    auto on_step = [&](uint64_t epoch, size_t step, size_t epoch_steps, absl::Duration elapsed) {
       progress.set_epoch(epoch);
       progress.set_step(step);
       progress.set_global_step(epoch * steps + step);
@@ -209,7 +210,13 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
       progress.set_step_seconds(trainer.last_step().step_seconds);
       progress.set_allreduce_seconds(trainer.last_step().allreduce_seconds);
       progress.set_allreduce_bytes(trainer.last_step().allreduce_bytes);
-      board.SetProgress(progress);
+      // The reporter sends every report_interval: publishing a copy every
+      // step would only be overwritten. A few times per interval suffices.
+      const absl::Time now = clock.Now();
+      if (now - last_publish >= options.report_interval / 4 || step == epoch_steps) {
+        board.SetProgress(progress);
+        last_publish = now;
+      }
       if (options.metrics != nullptr) {
         const double rank_rate =
             sec > 0 ? static_cast<double>(step) * spec.batch_size() / sec : 0.0;

@@ -13,6 +13,7 @@
 #define TAGI_WORKER_COLLECTIVE_COLLECTIVE_H_
 
 #include <span>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -31,6 +32,17 @@ class Collective {
   virtual absl::Status Barrier(absl::Duration timeout) = 0;
   virtual void Abort() = 0;
 };
+
+// How a rank joins a group over TCP (the Gloo and ring backends).
+struct GroupOptions {
+  std::string hostname = "127.0.0.1";  // address to bind and advertise
+  absl::Duration connect_timeout = absl::Seconds(30);
+};
+
+// InvalidArgument, prefixed with `backend`, unless world >= 1,
+// 0 <= rank < world, connect_timeout > 0 and hostname is set.
+absl::Status ValidateGroupArgs(const char* backend, int rank, int world,
+                               const GroupOptions& options);
 
 }  // namespace tagi
 

@@ -60,6 +60,7 @@ void Model::Build() {
   }
   if (arch_.head.kind == HeadKind::kClassification) {
     tree_.emplace(static_cast<int>(arch_.head.num_classes));
+    node_scratch_.resize(static_cast<size_t>(tree_->output_width()));
   }
 }
 
@@ -129,7 +130,7 @@ void Model::ApplyStep(float cap_factor) {
 }
 
 void Model::ClassProbabilities(size_t batch, float* probs) const {
-  HsmClassProbabilities(*tree_, output(), batch, probs);
+  HsmClassProbabilities(*tree_, output(), batch, probs, node_scratch_.data());
 }
 
 }  // namespace tagi::engine

@@ -121,6 +121,9 @@ class Model {
   GaussianTensor delta_a_;            // ping-pong innovation buffers
   GaussianTensor delta_b_;
   std::optional<HsmTree> tree_;
+  // Node probabilities for ClassProbabilities (no allocation per call).
+  // mutable: scratch only, ClassProbabilities is logically const.
+  mutable std::vector<float> node_scratch_;
 };
 
 }  // namespace tagi::engine

@@ -46,12 +46,17 @@ void HsmDeltas(const HsmTree& tree, ConstGaussianView out, size_t batch,
 }
 
 void HsmClassProbabilities(const HsmTree& tree, ConstGaussianView out, size_t batch,
-                           float* probs) {
+                           float* probs, float* node_scratch) {
   const auto width = static_cast<size_t>(tree.output_width());
   const int k = tree.num_classes();
   const float inv_alpha_sq = 1.0f / (kHsmAlpha * kHsmAlpha);
   constexpr float kInvSqrt2 = 0.70710678118654752f;
-  std::vector<float> node_p(width);  // prediction path: allocating here is fine
+  std::vector<float> owned;
+  if (node_scratch == nullptr) {
+    owned.resize(width);
+    node_scratch = owned.data();
+  }
+  float* node_p = node_scratch;
   for (size_t b = 0; b < batch; ++b) {
     const float* mu = out.mu + b * width;
     const float* var = out.var + b * width;

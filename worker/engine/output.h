@@ -33,8 +33,10 @@ void HsmDeltas(const HsmTree& tree, ConstGaussianView out, size_t batch,
 // Class probabilities [batch][K]: the product of the node probabilities on
 // each class's path, normalised over the K classes (for K not a power of
 // two the tree's unused leaves would otherwise keep some mass).
+// `node_scratch` holds output_width floats for the node probabilities; when
+// null, the function allocates them (callers in a step loop pass one).
 void HsmClassProbabilities(const HsmTree& tree, ConstGaussianView out, size_t batch,
-                           float* probs);
+                           float* probs, float* node_scratch = nullptr);
 
 // Index of the largest of k values.
 int Argmax(const float* values, int k);

@@ -231,16 +231,7 @@ class ConnectWatchdog {
 
 absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(Store& store, int rank, int world,
                                                                  const GlooOptions& options) {
-  if (world < 1 || rank < 0 || rank >= world) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "gloo: rank %d of world %d; expected world >= 1 and 0 <= rank < world", rank, world));
-  }
-  if (options.connect_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("gloo: connect_timeout must be positive");
-  }
-  if (options.hostname.empty()) {
-    return absl::InvalidArgumentError("gloo: hostname must name the address to bind");
-  }
+  if (auto st = ValidateGroupArgs("gloo", rank, world, options); !st.ok()) return st;
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   const std::string where = absl::StrFormat("gloo rendezvous of rank %d of %d", rank, world);
 

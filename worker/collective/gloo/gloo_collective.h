@@ -55,10 +55,7 @@
 
 namespace tagi {
 
-struct GlooOptions {
-  std::string hostname = "127.0.0.1";  // address to bind and advertise
-  absl::Duration connect_timeout = absl::Seconds(30);
-};
+using GlooOptions = GroupOptions;
 
 // REQUIRES: world >= 1, 0 <= rank < world (else InvalidArgument); `store`
 // only needs to outlive this call.

@@ -168,16 +168,7 @@ class RingCollective final : public Collective {
 
 absl::StatusOr<std::unique_ptr<Collective>> CreateRingCollective(Store& store, int rank, int world,
                                                                  const RingOptions& options) {
-  if (world < 1 || rank < 0 || rank >= world) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ring: rank %d of world %d; expected world >= 1 and 0 <= rank < world", rank, world));
-  }
-  if (options.connect_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("ring: connect_timeout must be positive");
-  }
-  if (options.hostname.empty()) {
-    return absl::InvalidArgumentError("ring: hostname must name the address to bind");
-  }
+  if (auto st = ValidateGroupArgs("ring", rank, world, options); !st.ok()) return st;
   Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake.valid()) return ring_internal::ErrnoStatus(errno, "ring: eventfd");
   RingLinks links;

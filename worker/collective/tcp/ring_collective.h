@@ -61,10 +61,7 @@
 
 namespace tagi {
 
-struct RingOptions {
-  std::string hostname = "127.0.0.1";  // address to bind and advertise
-  absl::Duration connect_timeout = absl::Seconds(30);
-};
+using RingOptions = GroupOptions;
 
 // REQUIRES: world >= 1, 0 <= rank < world (else InvalidArgument); `store`
 // only needs to outlive this call.
