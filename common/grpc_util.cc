@@ -20,8 +20,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 std::unique_ptr<grpc::ClientContext> MakeClientContext(absl::Duration timeout) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->AddMetadata(kProtocolMetadataKey, kProtocolVersion);
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  if (timeout != absl::InfiniteDuration()) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+  }
   return ctx;
 }
 

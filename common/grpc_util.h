@@ -18,7 +18,9 @@ namespace tagi {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// A client context with the protocol metadata and a deadline.
+// A client context with the protocol metadata and a deadline (none for
+// absl::InfiniteDuration(): only for streams guarded by their own
+// liveness check, like the worker's session).
 std::unique_ptr<grpc::ClientContext> MakeClientContext(absl::Duration timeout);
 
 // OK when the caller sent our protocol version; FailedPrecondition with a

@@ -1,5 +1,7 @@
 #include "coordinator/coordinator.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <utility>
@@ -22,7 +24,31 @@ bool IsTerminal(JobState s) {
 }
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock) {}
+    : options_(std::move(options)), clock_(clock) {
+  if (!options_.state_dir.empty()) {
+    snapshot_dir_ = (std::filesystem::path(options_.state_dir) / "snapshots").string();
+  } else {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tagi-coordinator-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) {
+      snapshot_dir_ = pattern;
+      snapshot_dir_is_temporary_ = true;
+    } else {
+      snapshot_dir_ = pattern;  // Put fails with the reason; jobs resume from the seed
+      startup_log_.push_back("cannot create a temporary snapshot directory; jobs will resume "
+                             "from their seed after a failure");
+    }
+  }
+  snapshots_ = std::make_unique<SnapshotStore>(snapshot_dir_, options_.keep_snapshots);
+  if (!options_.state_dir.empty()) LoadState();
+}
+
+Coordinator::~Coordinator() {
+  if (snapshot_dir_is_temporary_) {
+    std::error_code ec;
+    std::filesystem::remove_all(snapshot_dir_, ec);
+  }
+}
 
 int64_t Coordinator::NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
@@ -83,6 +109,7 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
   r.job.set_submit_time_ms(NowMs());
   r.job.set_reason(absl::StrFormat("waiting for %d idle workers", world));
   Changed(r);
+  PersistLocked(r);
   ScheduleLocked();
   return r.job;
 }
@@ -159,6 +186,10 @@ std::vector<tagi::v1::WorkerInfo> Coordinator::ListWorkers() {
 CoordinatorStats Coordinator::Stats() {
   absl::MutexLock lock(&mu_);
   CoordinatorStats out;
+  const int64_t now_ms = NowMs();
+  out.workers_failed = workers_failed_;
+  out.snapshots_stored = snapshots_stored_;
+  out.snapshots_rejected = snapshots_rejected_;
   const JobRecord* last_ended = nullptr;
   for (const auto& [id, r] : jobs_) {
     ++out.jobs_by_state[r.job.state()];
@@ -169,7 +200,7 @@ CoordinatorStats Coordinator::Stats() {
       last_ended = &r;
     }
   }
-  auto add = [&out](const JobRecord& r) {
+  auto add = [&out, now_ms](const JobRecord& r) {
     const tagi::v1::JobProgress& p = r.job.progress();
     JobStats& j = out.jobs.emplace_back();
     j.id = r.job.id();
@@ -184,9 +215,26 @@ CoordinatorStats Coordinator::Stats() {
     // FinishJob, in the final progress.
     j.rendezvous_seconds = r.job.rendezvous_seconds() > 0 ? r.job.rendezvous_seconds()
                                                           : p.rendezvous_seconds();
+    j.restarts = r.job.restarts();
+    if (r.job.snapshot_time_ms() > 0) {
+      j.snapshot_age_seconds = std::max(0.0, (now_ms - r.job.snapshot_time_ms()) / 1000.0);
+      j.snapshot_bytes = r.job.snapshot_bytes();
+    }
+    if (r.job.recoveries_size() > 0) {
+      const tagi::v1::Recovery& rec = *r.job.recoveries().rbegin();
+      j.has_recovery = true;
+      if (rec.first_step_ms() > 0) {
+        j.recover_seconds = (rec.first_step_ms() - rec.detected_ms()) / 1000.0;
+        j.steps_redone = rec.steps_redone();
+      }
+    }
   };
   for (const auto& [id, r] : jobs_) {
-    if (r.job.state() == tagi::v1::RUNNING) add(r);
+    // A job recovering from a failure is PENDING with a generation.
+    if (r.job.state() == tagi::v1::RUNNING ||
+        (r.job.state() == tagi::v1::PENDING && r.job.generation() > 0)) {
+      add(r);
+    }
   }
   if (last_ended != nullptr) add(*last_ended);
   for (const auto& [id, w] : workers_) {
@@ -199,15 +247,9 @@ CoordinatorStats Coordinator::Stats() {
 tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest& req,
                                                  const std::string& peer) {
   absl::MutexLock lock(&mu_);
-  std::string id = req.worker_id();
-  auto it = id.empty() ? workers_.end() : workers_.find(id);
-  if (it == workers_.end()) {
-    id = absl::StrFormat("w-%d", next_worker_++);
-    it = workers_.emplace(id, WorkerRecord{}).first;
-    it->second.info.set_state("IDLE");
-  }
-  WorkerRecord& w = it->second;
-  w.info.set_id(id);
+  WorkerRecord& w = AdoptWorkerLocked(req.worker_id());
+  const std::string id = w.info.id();
+  w.checked_in = true;  // it asks for work
   w.info.set_address(peer);
   w.info.set_hostname(req.hostname());
   w.info.set_device(req.device().empty() ? "cpu" : req.device());
@@ -229,6 +271,7 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
   }
   WorkerRecord* w = &it->second;  // records are never erased
   Touch(*w);
+  w->checked_in = true;
   // A worker asking again while assigned to a job that is over (its
   // FinishJob was lost) is idle: free it instead of handing the dead
   // attempt back.
@@ -257,10 +300,12 @@ void Coordinator::ScheduleLocked() {
             [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
   std::vector<PendingJobView> queue;
   for (const JobRecord* r : pending) {
-    queue.push_back({r->job.id(), static_cast<int>(r->job.world_size())});
+    queue.push_back({r->job.id(), static_cast<int>(r->job.world_size()), r->previous_workers});
   }
   std::vector<WorkerView> views;
-  for (const auto& [id, w] : workers_) views.push_back({id, !w.gone && w.job_id.empty(), w.last_seen});
+  for (const auto& [id, w] : workers_) {
+    views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen});
+  }
   for (const Placement& p : DecidePlacements(clock_.Now(), queue, views, options_.membership)) {
     StartJobLocked(jobs_.at(p.job_id), p);
   }
@@ -274,6 +319,8 @@ void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
   job.set_reason(p.reason);
   job.clear_workers();
   r.finished.assign(p.workers.size(), false);
+  r.max_reported_step = 0;
+  ChooseResumeLocked(r);
   for (size_t rank = 0; rank < p.workers.size(); ++rank) {
     job.add_workers(p.workers[rank]);
     WorkerRecord& w = workers_.at(p.workers[rank]);
@@ -286,8 +333,11 @@ void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
     w.assignment.set_rank(static_cast<uint32_t>(rank));
     w.assignment.set_world_size(job.world_size());
     *w.assignment.mutable_spec() = job.spec();
+    w.assignment.set_resume(r.resume != nullptr);
+    w.assignment.set_resume_global_step(r.resume_step);
   }
   Changed(r);
+  PersistLocked(r);
 }
 
 void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {
@@ -300,11 +350,24 @@ void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {
 }
 
 void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& reason) {
+  const bool was_running = r.job.state() == tagi::v1::RUNNING;
   r.job.set_state(state);
   r.job.set_reason(reason);
   r.job.set_end_time_ms(NowMs());
   store_.DeletePrefix(absl::StrCat("job/", r.job.id(), "/"));
+  r.resume.reset();
+  if (was_running && state != tagi::v1::SUCCEEDED) {
+    // Tell the ranks now rather than at their next progress report.
+    const auto d = state == tagi::v1::CANCELLED ? tagi::v1::CANCEL : tagi::v1::ABORT;
+    for (const std::string& id : r.job.workers()) {
+      auto w = workers_.find(id);
+      if (w != workers_.end() && w->second.job_id == r.job.id()) {
+        DirectLocked(w->second, d, r.job.id(), r.job.generation(), reason);
+      }
+    }
+  }
   Changed(r);
+  PersistLocked(r);
   ScheduleLocked();
 }
 
@@ -327,19 +390,7 @@ void Coordinator::Tick() {
     if (!w.gone) views.push_back({id, w.job_id.empty(), w.last_seen});
   }
   for (const Departure& d : DecideDepartures(clock_.Now(), views, options_.membership)) {
-    WorkerRecord& w = workers_.at(d.worker_id);
-    w.gone = true;
-    w.info.set_state("GONE");
-    if (!w.job_id.empty()) {
-      JobRecord& r = jobs_.at(w.job_id);
-      if (r.job.state() == tagi::v1::RUNNING) {
-        EndJobLocked(r, tagi::v1::FAILED,
-                     absl::StrFormat("worker %s (rank %d) is gone: %s", d.worker_id,
-                                     w.assignment.rank(), d.reason));
-      }
-      ReleaseWorkerLocked(d.worker_id);
-    }
-    ++epoch_;
+    WorkerFailedLocked(workers_.at(d.worker_id), absl::StrCat("missed heartbeats: ", d.reason));
   }
   ScheduleLocked();
 }

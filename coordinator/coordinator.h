@@ -10,12 +10,24 @@
 //
 // Fencing: every call about a job names (job_id, generation); a call for a
 // job that is over, or for another generation, is Aborted.
+//
+// Failures (see DESIGN.md "Failure semantics"): a worker whose session
+// stream breaks, or who is silent for longer than the heartbeat timeout, is
+// gone; a generation that loses a rank (or whose rank reports a retryable
+// failure) ends: its survivors get an ABORT directive on their sessions, the
+// job goes back to PENDING with a Recovery record, and the next generation
+// (survivors keep their ranks; a spare fills the gap) resumes from the
+// newest snapshot that decodes. With a state dir, jobs, generations and
+// snapshots survive a coordinator restart: running jobs resume from their
+// newest snapshot, and workers keep their ids when they reconnect.
 // Thread-safe.
 #ifndef TAGI_COORDINATOR_COORDINATOR_H_
 #define TAGI_COORDINATOR_COORDINATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +39,7 @@
 #include "common/clock.h"
 #include "common/store.h"
 #include "coordinator/membership.h"
+#include "coordinator/snapshot_store.h"
 #include "tagi/v1/cluster.pb.h"
 #include "tagi/v1/jobs.pb.h"
 
@@ -37,10 +50,16 @@ struct JobStats {
   std::string id;
   tagi::v1::JobState state = tagi::v1::JOB_STATE_UNSPECIFIED;
   uint64_t generation = 0;
-  uint64_t restarts = 0;            // always 0: restarts arrive with fault tolerance
+  uint64_t restarts = 0;            // generations that failed and were resumed
   double samples_per_second = 0.0;  // all ranks together; 0 once the job is over
   double progress_ratio = 0.0;      // global step / total steps; 1 once it succeeded
   double rendezvous_seconds = 0.0;  // of the current generation; 0 until rank 0 stepped
+  double snapshot_age_seconds = -1.0;  // -1: no snapshot yet
+  uint64_t snapshot_bytes = 0;
+  // The last recovery (Recovery of jobs.proto), when there was one.
+  bool has_recovery = false;
+  double recover_seconds = -1.0;  // detected -> first step of the new generation; -1: not yet
+  uint64_t steps_redone = 0;
 };
 struct WorkerStats {
   std::string id;
@@ -54,13 +73,22 @@ struct CoordinatorStats {
   // number of workers, however long the coordinator runs.
   std::vector<JobStats> jobs;
   std::vector<WorkerStats> workers;  // those not gone
+  uint64_t workers_failed = 0;       // sessions broken or heartbeats missed, ever
+  uint64_t snapshots_stored = 0;
+  uint64_t snapshots_rejected = 0;   // uploads refused, files skipped as corrupt
 };
 
 struct CoordinatorOptions {
   int world = 1;                 // default and largest world size of a job
-  std::string state_dir;         // final models go to <state_dir>/models/ when set
-  MembershipOptions membership;
+  // Jobs (<state_dir>/jobs/), snapshots (<state_dir>/snapshots/) and final
+  // models (<state_dir>/models/) when set; otherwise models stay in memory
+  // and snapshots go to a private temporary directory removed on exit.
+  std::string state_dir;
+  MembershipOptions membership;  // worker_timeout is the heartbeat timeout
   absl::Duration heartbeat = absl::Seconds(1);  // how often workers must report
+  int max_restarts = 100;        // failed generations before a job FAILS
+  size_t keep_snapshots = 3;     // per job
+  size_t max_snapshot_bytes = size_t{1} << 31;
   size_t max_model_bytes = size_t{1} << 31;
   size_t max_queued_jobs = 1000;
   absl::Duration max_wait = absl::Seconds(30);  // cap of any long poll
@@ -68,7 +96,14 @@ struct CoordinatorOptions {
 
 class Coordinator {
  public:
+  // Reloads jobs from options.state_dir when it holds any (a restart).
   Coordinator(CoordinatorOptions options, Clock& clock);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // What the constructor found in the state dir, for the log.
+  const std::vector<std::string>& startup_log() const { return startup_log_; }
 
   // --- Jobs (users) ---
   // InvalidArgument with the validation message for a bad spec;
@@ -105,6 +140,33 @@ class Coordinator {
                            const std::string& checksum, std::string bytes);
   absl::Status FinishJob(const tagi::v1::FinishJobRequest& req);
 
+  // --- Sessions (one stream per worker) ---
+  // The first message of a stream: names the worker (re-creating a worker
+  // this coordinator does not know, e.g. after a restart) and returns the
+  // session token that supersedes any older stream of that worker.
+  absl::StatusOr<uint64_t> OpenSession(const tagi::v1::SessionMessage& first,
+                                       const std::string& peer);
+  // Every message: a heartbeat, with the attempt's progress. A message about
+  // an attempt that is over queues an ABORT directive for it.
+  absl::Status OnSessionMessage(uint64_t token, const tagi::v1::SessionMessage& m);
+  // The next directive for the session, waiting up to `wait`; nullopt when
+  // none came (the caller then sends a keep-alive). Cancelled once another
+  // stream superseded this one or the session was closed.
+  absl::StatusOr<std::optional<tagi::v1::SessionDirective>> NextDirective(
+      const std::string& worker_id, uint64_t token, absl::Duration wait);
+  // The stream ended: if it is still the worker's session, the worker failed.
+  void CloseSession(const std::string& worker_id, uint64_t token, const std::string& reason);
+
+  // --- Snapshots ---
+  // Checks and stores a snapshot from rank 0 of the current generation.
+  absl::Status UploadSnapshot(const std::string& worker_id, const std::string& job,
+                              uint64_t gen, uint64_t global_step, std::string bytes);
+  // The snapshot the caller's generation resumes from (NotFound when it
+  // starts from the seed).
+  absl::StatusOr<std::shared_ptr<const std::string>> ResumeSnapshot(const std::string& worker_id,
+                                                                   const std::string& job,
+                                                                   uint64_t gen);
+
   // Periodic decisions: departures of silent workers, placements.
   void Tick();
 
@@ -117,6 +179,12 @@ class Coordinator {
     bool model_ready = false;
     std::string model_bytes;          // when there is no state dir
     std::string model_path;           // when there is one
+    // Fault tolerance.
+    std::vector<std::string> previous_workers;   // ranks of the failed generation
+    std::shared_ptr<const std::string> resume;   // snapshot of this generation
+    uint64_t resume_step = 0;
+    uint64_t max_reported_step = 0;              // by any rank, this generation
+    std::vector<tagi::v1::EpochMetrics> epochs_before;  // finished before `resume`
   };
   struct WorkerRecord {
     tagi::v1::WorkerInfo info;
@@ -124,6 +192,12 @@ class Coordinator {
     bool gone = false;
     std::string job_id;               // empty when idle
     tagi::v1::Assignment assignment;
+    uint64_t session = 0;             // token of the live stream; 0: none
+    std::deque<tagi::v1::SessionDirective> outbox;
+    std::string last_directive;       // "job/gen/kind" of the last one queued
+    // False after its generation failed, until it asks for work again: a
+    // worker that died with its group is not placed before it is heard.
+    bool checked_in = true;
   };
 
   int64_t NowMs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -140,10 +214,34 @@ class Coordinator {
   // OK when (job, gen) is the current attempt and it is running; takes mu_.
   absl::Status RunningJob(const std::string& job, uint64_t gen) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeSucceedLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status OnSessionMessageLocked(uint64_t token, const tagi::v1::SessionMessage& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<tagi::v1::ProgressReply> ReportProgressLocked(
+      const tagi::v1::ProgressReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the current generation of a running job after a failure: the job
+  // resumes with a new generation (or FAILS after max_restarts).
+  void FailGenerationLocked(JobRecord& r, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DirectLocked(WorkerRecord& w, tagi::v1::Directive d, const std::string& job, uint64_t gen,
+                    const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Picks the snapshot a new generation resumes from and records it.
+  void ChooseResumeLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  WorkerRecord& AdoptWorkerLocked(const std::string& proposed_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the job to <state_dir>/jobs/ (no-op without a state dir).
+  void PersistLocked(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistWorkerCounterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoadState();
 
   const CoordinatorOptions options_;
   Clock& clock_;
   InMemoryStore store_;  // thread-safe on its own; keys under job/<id>/gen/<n>/
+  std::string snapshot_dir_;
+  bool snapshot_dir_is_temporary_ = false;
+  std::unique_ptr<SnapshotStore> snapshots_;
+  std::vector<std::string> startup_log_;
 
   absl::Mutex mu_;
   uint64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
@@ -151,6 +249,10 @@ class Coordinator {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // bumped on every change, for waiters
   std::map<std::string, JobRecord> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerRecord> workers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t workers_failed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t snapshots_stored_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t snapshots_rejected_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Maps between absl and gRPC-style job ids etc. are elsewhere; this returns

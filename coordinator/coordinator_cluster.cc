@@ -1,5 +1,7 @@
 // The worker-facing half of Coordinator: the fenced store, progress,
 // model upload and job completion.
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -69,6 +71,11 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgress(
   absl::MutexLock lock(&mu_);
   auto w = workers_.find(report.worker_id());
   if (w != workers_.end()) Touch(w->second);
+  return ReportProgressLocked(report);
+}
+
+absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
+    const tagi::v1::ProgressReport& report) {
   auto r = FencedJob(report.job_id(), report.generation());
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
@@ -83,19 +90,44 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgress(
       reply.set_directive(tagi::v1::CANCEL);
       reply.set_reason(rec.job.reason());
       return reply;
-    case tagi::v1::FAILED:
+    case tagi::v1::RUNNING:
+      reply.set_directive(tagi::v1::CONTINUE);
+      break;
+    default:  // FAILED, SUCCEEDED, or PENDING again after a failure
       reply.set_directive(tagi::v1::ABORT);
       reply.set_reason(rec.job.reason());
       return reply;
-    default:
-      reply.set_directive(tagi::v1::CONTINUE);
   }
-  if (report.rank() == 0 && rec.job.state() == tagi::v1::RUNNING) {
-    *rec.job.mutable_progress() = report.progress();
-    if (report.progress().rendezvous_seconds() > 0) {
-      rec.job.set_rendezvous_seconds(report.progress().rendezvous_seconds());
+  const tagi::v1::JobProgress& p = report.progress();
+  rec.max_reported_step = std::max<uint64_t>(rec.max_reported_step, p.global_step());
+  if (report.rank() == 0) {
+    // Epochs finished before the snapshot this generation resumed from are
+    // the coordinator's; the ranks report only their own.
+    tagi::v1::JobProgress merged = p;
+    merged.clear_epochs();
+    for (const auto& e : rec.epochs_before) *merged.add_epochs() = e;
+    for (const auto& e : p.epochs()) *merged.add_epochs() = e;
+    const bool new_epoch = merged.epochs_size() != rec.job.progress().epochs_size();
+    *rec.job.mutable_progress() = std::move(merged);
+    if (p.rendezvous_seconds() > 0) rec.job.set_rendezvous_seconds(p.rendezvous_seconds());
+    if (rec.job.recoveries_size() > 0 && p.first_step_ms() > 0) {
+      tagi::v1::Recovery& last = *rec.job.mutable_recoveries()->rbegin();
+      if (last.new_generation() == rec.job.generation() && last.first_step_ms() == 0) {
+        last.set_first_step_ms(p.first_step_ms());
+        last.set_steps_redone(last.failed_at_step() > last.resumed_from_step()
+                                  ? last.failed_at_step() - last.resumed_from_step()
+                                  : 0);
+        std::fprintf(stderr,
+                     "tagi-coordinator: job %s generation %d: first step %d ms after the "
+                     "failure was detected (%d steps redone)\n",
+                     rec.job.id().c_str(), static_cast<int>(rec.job.generation()),
+                     static_cast<int>(last.first_step_ms() - last.detected_ms()),
+                     static_cast<int>(last.steps_redone()));
+        PersistLocked(rec);
+      }
     }
     Changed(rec);
+    if (new_epoch) PersistLocked(rec);
   }
   return reply;
 }
@@ -159,6 +191,11 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
       rec.job.workers(static_cast<int>(req.rank())) != req.worker_id()) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "worker %s is not rank %d of job %s", req.worker_id(), req.rank(), req.job_id()));
+  }
+  if (rec.job.state() == tagi::v1::RUNNING && !req.ok() && req.retryable()) {
+    FailGenerationLocked(rec, absl::StrFormat("rank %d (worker %s): %s", req.rank(),
+                                              req.worker_id(), req.reason()));
+    return absl::OkStatus();
   }
   rec.finished[req.rank()] = true;
   ReleaseWorkerLocked(req.worker_id());

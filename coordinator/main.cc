@@ -31,14 +31,22 @@
 ABSL_FLAG(int, world, 1, "Default (and largest) number of workers per job.");
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
           "gRPC address for workers and clients (host:port; port 0 picks a free one).");
-ABSL_FLAG(std::string, state_dir, "", "Directory for final models (kept in memory when empty).");
+ABSL_FLAG(std::string, state_dir, "",
+          "Directory for jobs, snapshots and final models; a coordinator restarted on the same "
+          "directory resumes its running jobs. Empty: models in memory, snapshots in a "
+          "temporary directory, nothing survives a restart.");
 ABSL_FLAG(std::string, port_file, "", "Write the chosen gRPC port to this file once listening.");
 ABSL_FLAG(std::string, http, "",
           "REST/JSON address (host:port; port 0 picks a free one); empty: no HTTP server.");
 ABSL_FLAG(std::string, http_port_file, "",
           "Write the chosen HTTP port to this file once listening.");
-ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(10),
-          "A worker not heard from for this long is gone (its job fails).");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+          "How often workers send a heartbeat on their session stream.");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3),
+          "A worker not heard from for this long has failed: its generation ends and the job "
+          "resumes from its newest snapshot on the survivors and a spare.");
+ABSL_FLAG(int, max_restarts, 100, "Failed generations after which a job FAILS.");
+ABSL_FLAG(int, keep_snapshots, 3, "Snapshots kept per job (the newest ones).");
 
 namespace tagi::coordinator {
 namespace {
@@ -93,7 +101,7 @@ int Run(const Options& opt) {
   RealClock clock;
   Coordinator coordinator(opt.coordinator, clock);
   JobsService jobs(coordinator);
-  ClusterService cluster(coordinator);
+  ClusterService cluster(coordinator, opt.coordinator.heartbeat);
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -141,7 +149,7 @@ int Run(const Options& opt) {
   std::thread ticker([&] {
     while (!stop.load()) {
       coordinator.Tick();
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
   int sig = 0;
@@ -178,7 +186,10 @@ int main(int argc, char** argv) {
   opt.http_port_file = absl::GetFlag(FLAGS_http_port_file);
   opt.coordinator.world = opt.world;
   opt.coordinator.state_dir = absl::GetFlag(FLAGS_state_dir);
-  opt.coordinator.membership.worker_timeout = absl::GetFlag(FLAGS_worker_timeout);
+  opt.coordinator.heartbeat = absl::GetFlag(FLAGS_heartbeat_interval);
+  opt.coordinator.membership.worker_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  opt.coordinator.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  const int keep = absl::GetFlag(FLAGS_keep_snapshots);
   if (!tagi::ValidHostPort(opt.listen)) {
     std::fprintf(stderr, "tagi-coordinator: --listen \"%s\" is not HOST:PORT\n",
                  opt.listen.c_str());
@@ -196,9 +207,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tagi-coordinator: --world must be in 1..4096 (got %d)\n", opt.world);
     return 2;
   }
-  if (opt.coordinator.membership.worker_timeout <= absl::ZeroDuration()) {
-    std::fprintf(stderr, "tagi-coordinator: --worker_timeout must be positive\n");
+  if (opt.coordinator.heartbeat < absl::Milliseconds(10) ||
+      opt.coordinator.membership.worker_timeout <= opt.coordinator.heartbeat) {
+    std::fprintf(stderr,
+                 "tagi-coordinator: --heartbeat-interval must be at least 10ms and "
+                 "--heartbeat-timeout longer than it (got %s and %s)\n",
+                 absl::FormatDuration(opt.coordinator.heartbeat).c_str(),
+                 absl::FormatDuration(opt.coordinator.membership.worker_timeout).c_str());
     return 2;
   }
+  if (opt.coordinator.max_restarts < 0 || keep < 1 || keep > 1000) {
+    std::fprintf(stderr,
+                 "tagi-coordinator: --max-restarts must be >= 0 and --keep-snapshots in 1..1000\n");
+    return 2;
+  }
+  opt.coordinator.keep_snapshots = static_cast<size_t>(keep);
   return tagi::coordinator::Run(opt);
 }

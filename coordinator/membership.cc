@@ -39,18 +39,37 @@ std::vector<Placement> DecidePlacements(absl::Time now,
     if (w.idle && Live(now, w, options)) free.push_back(w.id);
   }
   std::sort(free.begin(), free.end(), WorkerIdLess);
+  std::vector<bool> taken(free.size(), false);
+  size_t left = free.size();
   std::vector<Placement> out;
-  size_t next = 0;
   for (const PendingJobView& job : queue) {
     const size_t need = static_cast<size_t>(job.world);
-    if (free.size() - next < need) continue;
+    if (left < need) continue;
     Placement p;
     p.job_id = job.id;
-    p.workers.assign(free.begin() + static_cast<long>(next),
-                     free.begin() + static_cast<long>(next + need));
-    next += need;
-    p.reason = absl::StrFormat("%d idle workers for world %d: ranks %s", free.size(), need,
-                               absl::StrJoin(p.workers, ", "));
+    p.workers.assign(need, "");
+    size_t kept = 0;
+    for (size_t rank = 0; rank < need && rank < job.previous.size(); ++rank) {
+      auto it = std::find(free.begin(), free.end(), job.previous[rank]);
+      const size_t i = static_cast<size_t>(it - free.begin());
+      if (it == free.end() || taken[i]) continue;
+      p.workers[rank] = *it;
+      taken[i] = true;
+      ++kept;
+    }
+    size_t next = 0;
+    for (std::string& slot : p.workers) {
+      if (!slot.empty()) continue;
+      while (taken[next]) ++next;
+      slot = free[next];
+      taken[next] = true;
+    }
+    left -= need;
+    p.reason = job.previous.empty()
+                   ? absl::StrFormat("%d idle workers for world %d: ranks %s", free.size(), need,
+                                     absl::StrJoin(p.workers, ", "))
+                   : absl::StrFormat("resumed on %d workers (%d kept their ranks): ranks %s",
+                                     need, kept, absl::StrJoin(p.workers, ", "));
     out.push_back(std::move(p));
   }
   return out;

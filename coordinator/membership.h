@@ -29,6 +29,9 @@ struct WorkerView {
 struct PendingJobView {
   std::string id;
   int world = 1;            // resolved world size
+  // Worker of each rank in the job's failed generation (empty for a job
+  // that never ran): those still free keep their ranks.
+  std::vector<std::string> previous;
 };
 
 struct Placement {
@@ -41,7 +44,9 @@ struct Placement {
 // fits the idle, live workers still free gets the lowest worker ids (ranks
 // in id order, so placements are reproducible). A younger job may start
 // while an older, larger one waits (backfill); the older one keeps its
-// place and starts as soon as enough workers are idle.
+// place and starts as soon as enough workers are idle. A job resuming after
+// a failure gives each of its previous workers that is free its old rank
+// and fills the other ranks with the lowest free ids.
 std::vector<Placement> DecidePlacements(absl::Time now,
                                         const std::vector<PendingJobView>& queue,
                                         const std::vector<WorkerView>& workers,

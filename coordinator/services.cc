@@ -1,7 +1,10 @@
 #include "coordinator/services.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/grpc_util.h"
 
@@ -22,6 +25,49 @@ grpc::Status Reply(absl::StatusOr<T> result, T* out) {
 }
 
 absl::Duration Millis(uint32_t ms) { return absl::Milliseconds(ms); }
+
+// Reads a chunked upload whose first message announces total_bytes; every
+// message's data() is appended in order. The total is untrusted: it is
+// checked against `limit`, and the bytes against it.
+template <typename Chunk>
+absl::StatusOr<std::string> ReadChunks(grpc::ServerReader<Chunk>* reader, Chunk& first,
+                                       uint64_t limit, const char* what) {
+  if (!reader->Read(&first)) {
+    return absl::InvalidArgumentError(absl::StrCat("empty ", what, " upload"));
+  }
+  const uint64_t total = first.total_bytes();
+  if (total > limit) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s of %d bytes exceeds the limit of %d", what, total, limit));
+  }
+  std::string bytes = first.data();
+  bytes.reserve(std::min<uint64_t>(total, uint64_t{64} << 20));
+  Chunk chunk;
+  while (reader->Read(&chunk)) {
+    if (bytes.size() + chunk.data().size() > total) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " upload is longer than announced"));
+    }
+    bytes += chunk.data();
+  }
+  if (bytes.size() != total) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s upload ended at %d of %d bytes", what, bytes.size(), total));
+  }
+  return bytes;
+}
+
+// Streams `bytes` in chunks of kModelChunkBytes.
+template <typename Chunk>
+grpc::Status WriteChunks(grpc::ServerWriter<Chunk>* writer, const std::string& bytes) {
+  for (size_t off = 0; off < bytes.size(); off += kModelChunkBytes) {
+    Chunk chunk;
+    chunk.set_offset(off);
+    chunk.set_total_bytes(bytes.size());
+    chunk.set_data(bytes.substr(off, kModelChunkBytes));
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client left");
+  }
+  return grpc::Status::OK;
+}
 
 }  // namespace
 
@@ -70,14 +116,7 @@ grpc::Status JobsService::DownloadModel(grpc::ServerContext* ctx,
   TAGI_CHECK_PROTOCOL(ctx);
   auto bytes = c_.ModelFile(req->id());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
-  for (size_t off = 0; off < bytes->size(); off += kModelChunkBytes) {
-    tagi::v1::ModelChunk chunk;
-    chunk.set_offset(off);
-    chunk.set_total_bytes(bytes->size());
-    chunk.set_data(bytes->substr(off, kModelChunkBytes));
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client left");
-  }
-  return grpc::Status::OK;
+  return WriteChunks(writer, *bytes);
 }
 
 grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx, const tagi::v1::ListWorkersRequest*,
@@ -138,11 +177,77 @@ grpc::Status ClusterService::StoreAdd(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ClusterService::ReportProgress(grpc::ServerContext* ctx,
-                                            const tagi::v1::ProgressReport* req,
-                                            tagi::v1::ProgressReply* resp) {
+grpc::Status ClusterService::Session(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<tagi::v1::SessionDirective, tagi::v1::SessionMessage>* stream) {
   TAGI_CHECK_PROTOCOL(ctx);
-  return Reply(c_.ReportProgress(*req), resp);
+  tagi::v1::SessionMessage msg;
+  if (!stream->Read(&msg)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty session");
+  }
+  auto token = c_.OpenSession(msg, ctx->peer());
+  if (!token.ok()) return ToGrpcStatus(token.status());
+  const std::string worker_id = msg.worker_id();
+  tagi::v1::SessionDirective ack;  // tells the worker the session is open
+  ack.set_directive(tagi::v1::CONTINUE);
+  if (!stream->Write(ack)) {
+    c_.CloseSession(worker_id, *token, "its session stream broke at once");
+    return grpc::Status::OK;
+  }
+  // This thread reads; a second one writes directives (and keep-alives) as
+  // they come. gRPC allows one reader and one writer at a time.
+  std::atomic<bool> reading{true};
+  std::thread writer([&] {
+    while (reading.load() && !ctx->IsCancelled()) {
+      auto next = c_.NextDirective(worker_id, *token, keepalive_);
+      if (!next.ok()) break;  // superseded or closed
+      tagi::v1::SessionDirective d;
+      if (next->has_value()) {
+        d = std::move(**next);
+      } else {
+        d.set_directive(tagi::v1::CONTINUE);  // keep-alive
+      }
+      if (!stream->Write(d)) break;
+    }
+  });
+  std::string reason;
+  while (true) {
+    if (!stream->Read(&msg)) {
+      reason = ctx->IsCancelled() ? "its session stream broke (connection lost)"
+                                  : "it closed its session stream";
+      break;
+    }
+    if (msg.worker_id() != worker_id) {
+      reason = "a session message named another worker";
+      break;
+    }
+    if (!c_.OnSessionMessage(*token, msg).ok()) break;  // superseded: not a failure
+  }
+  reading = false;
+  if (!reason.empty()) c_.CloseSession(worker_id, *token, reason);
+  ctx->TryCancel();  // wakes a Write blocked on a dead peer
+  writer.join();
+  return grpc::Status::OK;
+}
+
+grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,
+                                            grpc::ServerReader<tagi::v1::SnapshotChunk>* reader,
+                                            tagi::v1::UploadSnapshotResponse*) {
+  TAGI_CHECK_PROTOCOL(ctx);
+  tagi::v1::SnapshotChunk first;
+  auto bytes = ReadChunks(reader, first, kMaxSnapshotUploadBytes, "snapshot");
+  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
+  return ToGrpcStatus(c_.UploadSnapshot(first.worker_id(), first.job_id(), first.generation(),
+                                        first.global_step(), std::move(*bytes)));
+}
+
+grpc::Status ClusterService::DownloadSnapshot(grpc::ServerContext* ctx,
+                                              const tagi::v1::DownloadSnapshotRequest* req,
+                                              grpc::ServerWriter<tagi::v1::SnapshotData>* writer) {
+  TAGI_CHECK_PROTOCOL(ctx);
+  auto bytes = c_.ResumeSnapshot(req->worker_id(), req->job_id(), req->generation());
+  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
+  return WriteChunks(writer, **bytes);
 }
 
 grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
@@ -150,32 +255,10 @@ grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
                                          tagi::v1::UploadModelResponse*) {
   TAGI_CHECK_PROTOCOL(ctx);
   tagi::v1::UploadModelRequest first;
-  if (!reader->Read(&first)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty model upload");
-  }
-  const uint64_t total = first.total_bytes();
-  constexpr uint64_t kLimit = uint64_t{1} << 31;
-  if (total > kLimit) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrFormat("model of %d bytes exceeds the limit of %d", total, kLimit));
-  }
-  std::string bytes = first.data();
-  bytes.reserve(std::min<uint64_t>(total, uint64_t{64} << 20));  // total is untrusted
-  tagi::v1::UploadModelRequest chunk;
-  while (reader->Read(&chunk)) {
-    if (bytes.size() + chunk.data().size() > total) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "model upload is longer than announced");
-    }
-    bytes += chunk.data();
-  }
-  if (bytes.size() != total) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrFormat("model upload ended at %d of %d bytes", bytes.size(),
-                                        total));
-  }
+  auto bytes = ReadChunks(reader, first, kMaxModelUploadBytes, "model");
+  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return ToGrpcStatus(c_.UploadModel(first.worker_id(), first.job_id(), first.generation(),
-                                     first.checksum(), std::move(bytes)));
+                                     first.checksum(), std::move(*bytes)));
 }
 
 grpc::Status ClusterService::FinishJob(grpc::ServerContext* ctx,

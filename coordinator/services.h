@@ -14,6 +14,8 @@ namespace tagi::coordinator {
 
 // Bytes per DownloadModel chunk.
 inline constexpr size_t kModelChunkBytes = 1 << 20;
+inline constexpr uint64_t kMaxModelUploadBytes = uint64_t{1} << 31;
+inline constexpr uint64_t kMaxSnapshotUploadBytes = uint64_t{1} << 31;
 
 class JobsService final : public tagi::v1::Jobs::Service {
  public:
@@ -38,7 +40,9 @@ class JobsService final : public tagi::v1::Jobs::Service {
 
 class ClusterService final : public tagi::v1::Cluster::Service {
  public:
-  explicit ClusterService(Coordinator& c) : c_(c) {}
+  // `keepalive`: how often a session stream carries a message to the worker
+  // when there is no directive (so a worker notices a silent coordinator).
+  ClusterService(Coordinator& c, absl::Duration keepalive) : c_(c), keepalive_(keepalive) {}
   grpc::Status Register(grpc::ServerContext*, const tagi::v1::RegisterRequest*,
                         tagi::v1::RegisterResponse*) override;
   grpc::Status Rendezvous(grpc::ServerContext*, const tagi::v1::RendezvousRequest*,
@@ -51,8 +55,13 @@ class ClusterService final : public tagi::v1::Cluster::Service {
                          tagi::v1::StoreWaitResponse*) override;
   grpc::Status StoreAdd(grpc::ServerContext*, const tagi::v1::StoreAddRequest*,
                         tagi::v1::StoreAddResponse*) override;
-  grpc::Status ReportProgress(grpc::ServerContext*, const tagi::v1::ProgressReport*,
-                              tagi::v1::ProgressReply*) override;
+  grpc::Status Session(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<tagi::v1::SessionDirective, tagi::v1::SessionMessage>*) override;
+  grpc::Status UploadSnapshot(grpc::ServerContext*, grpc::ServerReader<tagi::v1::SnapshotChunk>*,
+                              tagi::v1::UploadSnapshotResponse*) override;
+  grpc::Status DownloadSnapshot(grpc::ServerContext*, const tagi::v1::DownloadSnapshotRequest*,
+                                grpc::ServerWriter<tagi::v1::SnapshotData>*) override;
   grpc::Status UploadModel(grpc::ServerContext*,
                            grpc::ServerReader<tagi::v1::UploadModelRequest>*,
                            tagi::v1::UploadModelResponse*) override;
@@ -61,6 +70,7 @@ class ClusterService final : public tagi::v1::Cluster::Service {
 
  private:
   Coordinator& c_;
+  const absl::Duration keepalive_;
 };
 
 }  // namespace tagi::coordinator

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "worker/attempt.h"
+
 #include "absl/strings/str_format.h"
 #include "common/rng.h"
 
@@ -37,6 +39,7 @@ bool Agent::RegisterWithRetry() {
     auto resp = client_.Register(req);
     if (resp.ok()) {
       worker_id_ = resp->worker_id();
+      if (resp->heartbeat_ms() > 0) heartbeat_ = absl::Milliseconds(resp->heartbeat_ms());
       std::fprintf(stderr, "tagi-worker: registered with %s as %s\n",
                    options_.coordinator.c_str(), worker_id_.c_str());
       return true;
@@ -57,6 +60,18 @@ bool Agent::RegisterWithRetry() {
 
 int Agent::Run() {
   if (!RegisterWithRetry()) return stop_ ? 0 : 1;
+  // The id stays the same across re-registrations (a restarted coordinator
+  // adopts it), so one session serves the whole run.
+  SessionOptions so;
+  so.worker_id = worker_id_;
+  so.hostname = options_.hostname;
+  so.device = options_.device;
+  so.heartbeat = heartbeat_;
+  so.report_interval = std::min(options_.runner.report_interval, heartbeat_);
+  so.silence_timeout = heartbeat_ * options_.silence_heartbeats;
+  so.max_backoff = options_.max_backoff;
+  Session session(client_, so);
+  session.Start();
   int jobs = 0;
   int failures = 0;
   while (!stop_) {
@@ -79,11 +94,18 @@ int Agent::Run() {
     JobRunnerOptions runner = options_.runner;
     runner.worker_id = worker_id_;
     runner.shutting_down = [this] { return stop_.load(); };
-    const JobOutcome out = RunAssignment(client_, runner, a, clock_);
-    std::fprintf(stderr, "tagi-worker %s: job %s %s%s%s\n", worker_id_.c_str(),
-                 a.job_id().c_str(), out.ok ? "finished" : (out.cancelled ? "cancelled" : "failed"),
+    runner.data_cache = &data_cache_;
+    AttemptControl control(a);
+    control.SetPoke([&session] { session.Poke(); });
+    session.SetAttempt(&control);
+    const JobOutcome out = RunAssignment(client_, runner, a, clock_, control);
+    session.SetAttempt(nullptr);
+    std::fprintf(stderr, "tagi-worker %s: job %s generation %d %s%s%s\n", worker_id_.c_str(),
+                 a.job_id().c_str(), static_cast<int>(a.generation()),
+                 out.ok ? "finished" : (out.cancelled ? "cancelled" : "failed"),
                  out.reason.empty() ? "" : ": ", out.reason.c_str());
-    if (options_.max_jobs > 0 && ++jobs >= options_.max_jobs) break;
+    // An attempt whose group failed does not count: the job goes on.
+    if (options_.max_jobs > 0 && !(out.retryable && !stop_) && ++jobs >= options_.max_jobs) break;
   }
   return 0;
 }

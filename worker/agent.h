@@ -1,7 +1,11 @@
 // Agent: the worker's lifecycle. Registers with the coordinator (retrying
-// with exponential backoff and jitter while it is unreachable), waits for
-// an assignment, runs it with RunAssignment, and goes back to waiting, until
-// asked to stop. Re-registers when the coordinator forgot it (a restart).
+// with exponential backoff and jitter while it is unreachable), opens its
+// session stream (worker/session.h: heartbeats, progress, directives),
+// waits for an assignment, runs it with RunAssignment, and goes back to
+// waiting, until asked to stop. An attempt that ends because its group
+// failed is not the worker's end: it asks for work again at once (the
+// coordinator resumes the job in a new generation). Re-registers, keeping
+// its id, when the coordinator forgot it (a restart).
 // Run() blocks; Stop() may be called from another thread.
 #ifndef TAGI_WORKER_AGENT_H_
 #define TAGI_WORKER_AGENT_H_
@@ -12,6 +16,7 @@
 #include "common/clock.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_runner.h"
+#include "worker/session.h"
 
 namespace tagi {
 
@@ -23,6 +28,8 @@ struct AgentOptions {
   absl::Duration rpc_timeout = absl::Seconds(10);
   absl::Duration poll = absl::Seconds(2);  // rendezvous long-poll length
   absl::Duration max_backoff = absl::Seconds(5);
+  // The coordinator silent on the session for this many heartbeats: reconnect.
+  int silence_heartbeats = 3;
   int max_jobs = 0;  // stop after this many jobs (0: never); for tests and benchmarks
 };
 
@@ -43,6 +50,8 @@ class Agent {
   CoordinatorClient client_;
   std::atomic<bool> stop_{false};
   std::string worker_id_;
+  absl::Duration heartbeat_ = absl::Seconds(1);  // from the coordinator
+  DataCache data_cache_;
 };
 
 }  // namespace tagi

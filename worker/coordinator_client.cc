@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/str_format.h"
 #include "common/grpc_util.h"
 
 namespace tagi {
@@ -66,34 +67,74 @@ absl::StatusOr<tagi::v1::RendezvousResponse> CoordinatorClient::Rendezvous(
   return resp;
 }
 
-absl::StatusOr<tagi::v1::ProgressReply> CoordinatorClient::ReportProgress(
-    const tagi::v1::ProgressReport& report) {
-  auto ctx = MakeClientContext(rpc_timeout_);
-  tagi::v1::ProgressReply reply;
-  if (auto st = FromGrpcStatus(stub_->ReportProgress(ctx.get(), report, &reply)); !st.ok()) {
-    return st;
-  }
-  return reply;
+std::unique_ptr<CoordinatorClient::SessionStream> CoordinatorClient::OpenSession(
+    grpc::ClientContext* ctx) {
+  return stub_->Session(ctx);
 }
 
-absl::Status CoordinatorClient::UploadModel(const tagi::v1::UploadModelRequest& header,
-                                            const std::string& bytes) {
+namespace {
+
+// Writes `bytes` as chunks of kChunk; the first message is `header` with
+// total_bytes set. Allows a second per MiB on top of the usual timeout.
+template <typename Message, typename Response, typename Open>
+absl::Status UploadChunks(absl::Duration rpc_timeout, Message header, const std::string& bytes,
+                          Open open) {
   constexpr size_t kChunk = 1 << 20;
-  // Allow for slow links: a second per MiB on top of the usual timeout.
-  auto ctx = MakeClientContext(rpc_timeout_ + absl::Seconds(bytes.size() / kChunk));
-  tagi::v1::UploadModelResponse resp;
-  auto writer = stub_->UploadModel(ctx.get(), &resp);
-  tagi::v1::UploadModelRequest msg = header;
-  msg.set_total_bytes(bytes.size());
-  msg.set_data(bytes.substr(0, kChunk));
-  bool ok = writer->Write(msg);
+  auto ctx = MakeClientContext(rpc_timeout + absl::Seconds(bytes.size() / kChunk));
+  Response resp;
+  auto writer = open(ctx.get(), &resp);
+  header.set_total_bytes(bytes.size());
+  header.set_data(bytes.substr(0, kChunk));
+  bool ok = writer->Write(header);
   for (size_t off = kChunk; ok && off < bytes.size(); off += kChunk) {
-    tagi::v1::UploadModelRequest chunk;
+    Message chunk;
     chunk.set_data(bytes.substr(off, kChunk));
     ok = writer->Write(chunk);
   }
   writer->WritesDone();
   return FromGrpcStatus(writer->Finish());
+}
+
+}  // namespace
+
+absl::Status CoordinatorClient::UploadModel(const tagi::v1::UploadModelRequest& header,
+                                            const std::string& bytes) {
+  return UploadChunks<tagi::v1::UploadModelRequest, tagi::v1::UploadModelResponse>(
+      rpc_timeout_, header, bytes,
+      [this](grpc::ClientContext* ctx, tagi::v1::UploadModelResponse* resp) {
+        return stub_->UploadModel(ctx, resp);
+      });
+}
+
+absl::Status CoordinatorClient::UploadSnapshot(const tagi::v1::SnapshotChunk& header,
+                                               const std::string& bytes) {
+  return UploadChunks<tagi::v1::SnapshotChunk, tagi::v1::UploadSnapshotResponse>(
+      rpc_timeout_, header, bytes,
+      [this](grpc::ClientContext* ctx, tagi::v1::UploadSnapshotResponse* resp) {
+        return stub_->UploadSnapshot(ctx, resp);
+      });
+}
+
+absl::StatusOr<std::string> CoordinatorClient::DownloadSnapshot(
+    const tagi::v1::DownloadSnapshotRequest& req, size_t max_bytes) {
+  auto ctx = MakeClientContext(rpc_timeout_ + absl::Seconds(max_bytes >> 26));
+  auto reader = stub_->DownloadSnapshot(ctx.get(), req);
+  std::string bytes;
+  tagi::v1::SnapshotData chunk;
+  while (reader->Read(&chunk)) {
+    if (chunk.offset() != bytes.size() || chunk.total_bytes() > max_bytes ||
+        bytes.size() + chunk.data().size() > chunk.total_bytes()) {
+      ctx->TryCancel();
+      (void)reader->Finish();
+      return absl::DataLossError(absl::StrFormat(
+          "snapshot download: chunk at offset %d (%d bytes of %d announced) does not follow "
+          "the %d bytes received (limit %d)",
+          chunk.offset(), chunk.data().size(), chunk.total_bytes(), bytes.size(), max_bytes));
+    }
+    bytes += chunk.data();
+  }
+  if (auto st = FromGrpcStatus(reader->Finish()); !st.ok()) return st;
+  return bytes;
 }
 
 absl::Status CoordinatorClient::FinishJob(const tagi::v1::FinishJobRequest& req) {

@@ -27,8 +27,18 @@ class CoordinatorClient {
   // Long poll: waits up to `wait` for an assignment.
   absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
                                                           absl::Duration wait);
-  absl::StatusOr<tagi::v1::ProgressReply> ReportProgress(const tagi::v1::ProgressReport& report);
+  // The worker's session stream; `ctx` (from MakeClientContext without a
+  // deadline: the stream lives as long as the worker) outlives it.
+  using SessionStream =
+      grpc::ClientReaderWriter<tagi::v1::SessionMessage, tagi::v1::SessionDirective>;
+  std::unique_ptr<SessionStream> OpenSession(grpc::ClientContext* ctx);
   absl::Status UploadModel(const tagi::v1::UploadModelRequest& header, const std::string& bytes);
+  // `header` names worker, job, generation and global_step.
+  absl::Status UploadSnapshot(const tagi::v1::SnapshotChunk& header, const std::string& bytes);
+  // The snapshot of the caller's generation; DataLoss for a malformed
+  // stream or one longer than max_bytes.
+  absl::StatusOr<std::string> DownloadSnapshot(const tagi::v1::DownloadSnapshotRequest& req,
+                                               size_t max_bytes);
   absl::Status FinishJob(const tagi::v1::FinishJobRequest& req);
 
   // Store calls scoped to one job attempt.

@@ -1,6 +1,9 @@
 #include "worker/job_runner.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -9,6 +12,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/checksum.h"
 #include "common/job_spec.h"
+#include "common/rng.h"
+#include "common/snapshot.h"
 #include "common/status.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/tcp/ring_collective.h"
@@ -24,78 +29,73 @@ namespace {
 using tagi::v1::Assignment;
 using tagi::v1::JobProgress;
 
-// State shared by the training thread and the reporter thread.
-class Board {
+// Rank 0's snapshots: Offer() copies the state at a step boundary and
+// returns at once; a background thread encodes and uploads the newest one
+// offered (an older one still waiting is replaced: only the newest counts).
+class SnapshotUploader {
  public:
-  void SetProgress(const JobProgress& p) {
-    absl::MutexLock lock(&mu_);
-    progress_ = p;
+  SnapshotUploader(CoordinatorClient& client, const std::string& worker_id, const Assignment& a)
+      : client_(client), worker_id_(worker_id), a_(a), thread_([this] { Loop(); }) {}
+  ~SnapshotUploader() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
   }
-  JobProgress progress() {
+  void Offer(Snapshot s) {
     absl::MutexLock lock(&mu_);
-    return progress_;
+    pending_ = std::move(s);
   }
-  void SetCollective(Collective* c) {
+  // Waits (bounded) until the newest offer has been uploaded or refused.
+  void Drain(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
-    collective_ = c;
-    if (aborted_ && c != nullptr) c->Abort();
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !pending_.has_value() && !busy_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
   }
-  void Abort(const std::string& reason) {
-    absl::MutexLock lock(&mu_);
-    if (aborted_) return;
-    aborted_ = true;
-    abort_reason_ = reason;
-    if (collective_ != nullptr) collective_->Abort();
-  }
-  bool aborted(std::string* reason) {
-    absl::MutexLock lock(&mu_);
-    if (aborted_) *reason = abort_reason_;
-    return aborted_;
-  }
-  // Returns after `d` or as soon as Finish() is called; true when finished.
-  bool WaitFinished(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&finished_), d);
-    return finished_;
-  }
-  void Finish() {
-    absl::MutexLock lock(&mu_);
-    finished_ = true;
-  }
-
-  std::atomic<bool> stop_vote{false};
 
  private:
-  absl::Mutex mu_;
-  JobProgress progress_ ABSL_GUARDED_BY(mu_);
-  Collective* collective_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
-  std::string abort_reason_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-// Sends progress every interval and turns directives into actions.
-void ReportLoop(CoordinatorClient& client, const JobRunnerOptions& options,
-                const Assignment& a, Board& board) {
-  while (!board.WaitFinished(options.report_interval)) {
-    tagi::v1::ProgressReport report;
-    report.set_worker_id(options.worker_id);
-    report.set_job_id(a.job_id());
-    report.set_generation(a.generation());
-    report.set_rank(a.rank());
-    *report.mutable_progress() = board.progress();
-    auto reply = client.ReportProgress(report);
-    if (!reply.ok()) {
-      // A stale generation or a forgotten job: this attempt is over.
-      if (absl::IsAborted(reply.status()) || absl::IsNotFound(reply.status())) {
-        board.Abort(std::string(reply.status().message()));
+  void Loop() {
+    while (true) {
+      Snapshot s;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || pending_.has_value();
+        };
+        mu_.Await(absl::Condition(&ready));  // Offer or the destructor wakes it
+        if (stop_) return;
+        s = std::move(*pending_);
+        pending_.reset();
+        busy_ = true;
       }
-      continue;  // Unavailable and the like: try again at the next interval
+      tagi::v1::SnapshotChunk header;
+      header.set_worker_id(worker_id_);
+      header.set_job_id(a_.job_id());
+      header.set_generation(a_.generation());
+      header.set_global_step(s.global_step);
+      const absl::Status st = client_.UploadSnapshot(header, EncodeSnapshot(s));
+      if (!st.ok()) {
+        std::fprintf(stderr, "tagi-worker %s: job %s: snapshot at step %d not stored: %s\n",
+                     worker_id_.c_str(), a_.job_id().c_str(), static_cast<int>(s.global_step),
+                     std::string(st.message()).c_str());
+      }
+      absl::MutexLock lock(&mu_);
+      busy_ = false;
     }
-    if (reply->directive() == tagi::v1::CANCEL) board.stop_vote = true;
-    if (reply->directive() == tagi::v1::ABORT) board.Abort(reply->reason());
   }
-}
+
+  CoordinatorClient& client_;
+  const std::string worker_id_;
+  const Assignment a_;
+  absl::Mutex mu_;
+  std::optional<Snapshot> pending_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 // Every rank publishes its initial parameter fingerprint; all must agree.
 absl::Status VerifyReplicas(Store& store, const Assignment& a, uint64_t fingerprint,
@@ -152,16 +152,93 @@ void FillEpoch(const EpochMetrics& m, tagi::v1::EpochMetrics* out) {
   out->set_seconds(m.seconds);
 }
 
+// The job's data: the cached copy when the last job loaded the same data
+// set with the same seed, else loaded (and cached).
+absl::StatusOr<std::shared_ptr<const data::LoadedData>> Data(const tagi::v1::JobSpec& spec,
+                                                             DataCache* cache) {
+  const std::string key = absl::StrCat(spec.data().SerializeAsString(), "/", spec.seed());
+  if (cache != nullptr && cache->data != nullptr && cache->key == key) return cache->data;
+  TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
+  TAGI_ASSIGN_OR_RETURN(data::LoadedData loaded, data::LoadData(spec.data(), spec.seed()));
+  auto shared = std::make_shared<const data::LoadedData>(std::move(loaded));
+  if (cache != nullptr) *cache = {key, shared};
+  return shared;
+}
+
+// What a snapshot must say for the job's model and sampler.
+uint64_t SamplerSeed(const tagi::v1::JobSpec& spec) {
+  return DeriveSeed(spec.seed(), kSamplerStream);
+}
+
+Snapshot TakeSnapshot(const Assignment& a, const engine::Model& model, uint64_t epoch,
+                      uint64_t step, uint64_t steps_per_epoch) {
+  Snapshot s;
+  s.job_id = a.job_id();
+  s.generation = a.generation();
+  s.epoch = epoch;
+  s.step = step;
+  s.global_step = epoch * steps_per_epoch + step;
+  // The sampler and the initialisation are pure functions of these seeds
+  // (and the epoch): they are the whole random state of training.
+  s.rng_state = {SamplerSeed(a.spec()), DeriveSeed(a.spec().seed(), kInitStream), 0, 0};
+  s.sigma_v = SigmaVAtEpoch(a.spec().noise(), epoch);
+  s.parameters.assign(model.parameters().begin(), model.parameters().end());
+  s.architecture = model.architecture().ToString();
+  return s;
+}
+
+// Downloads the generation's snapshot and loads it into the model after
+// checking that it is the one announced and fits this job exactly.
+absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worker_id,
+                             const Assignment& a, engine::Model& model, uint64_t steps_per_epoch,
+                             uint64_t* epoch, uint64_t* step) {
+  tagi::v1::DownloadSnapshotRequest req;
+  req.set_worker_id(worker_id);
+  req.set_job_id(a.job_id());
+  req.set_generation(a.generation());
+  const size_t limit = 2 * model.parameters().size_bytes() + (size_t{2} << 20);
+  TAGI_ASSIGN_OR_RETURN(const std::string bytes, client.DownloadSnapshot(req, limit));
+  TAGI_ASSIGN_OR_RETURN(const Snapshot s, DecodeSnapshot(bytes));
+  const Snapshot expected = TakeSnapshot(a, model, s.epoch, s.step, steps_per_epoch);
+  std::string wrong;
+  if (s.job_id != a.job_id()) wrong = absl::StrCat("it belongs to job ", s.job_id);
+  else if (s.global_step != a.resume_global_step()) {
+    wrong = absl::StrFormat("it is at step %d, the coordinator announced %d", s.global_step,
+                            a.resume_global_step());
+  } else if (s.epoch > a.spec().epochs() || s.step >= steps_per_epoch ||
+             s.global_step != expected.global_step) {
+    wrong = absl::StrFormat("epoch %d step %d (global %d) is not a step of this job", s.epoch,
+                            s.step, s.global_step);
+  } else if (s.architecture != expected.architecture) {
+    wrong = absl::StrCat("its model is ", s.architecture, ", the job's is ",
+                         expected.architecture);
+  } else if (s.parameters.size() != expected.parameters.size()) {
+    wrong = absl::StrFormat("it holds %d parameters, the model %d", s.parameters.size(),
+                            expected.parameters.size());
+  } else if (s.rng_state != expected.rng_state || s.sigma_v != expected.sigma_v) {
+    wrong = "its random state or sigma_v differs from the job's";
+  }
+  if (!wrong.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot resume from the snapshot: ", wrong));
+  }
+  std::copy(s.parameters.begin(), s.parameters.end(), model.parameters().begin());
+  model.ParametersChanged();
+  *epoch = s.epoch;
+  *step = s.step;
+  return absl::OkStatus();
+}
+
 absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
-                   const Assignment& a, Clock& clock, Board& board, JobProgress& progress) {
+                   const Assignment& a, Clock& clock, AttemptControl& control,
+                   JobProgress& progress, bool* in_group) {
   const absl::Time assigned_at = clock.Now();
   const tagi::v1::JobSpec& spec = a.spec();
   if (options.metrics != nullptr) {
     options.metrics->StartJob(a.job_id(), a.rank(), options.worker_id,
                               spec.head().has_classification());
   }
-  TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
-  TAGI_ASSIGN_OR_RETURN(const data::LoadedData data, data::LoadData(spec.data(), spec.seed()));
+  TAGI_ASSIGN_OR_RETURN(const auto data_ptr, Data(spec, options.data_cache));
+  const data::LoadedData& data = *data_ptr;
   progress.set_data_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
   TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, data, spec.batch_size()));
 
@@ -171,65 +248,92 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   if (a.world_size() > 1) {
     TAGI_ASSIGN_OR_RETURN(collective, JoinGroup(store, a, options));
   }
-  // The reporter may call Abort() until this scope ends: hand it the
+  // The session may call Abort() until this scope ends: lend it the
   // collective now and take it back before the collective is destroyed.
   struct Lend {
-    Board& board;
-    ~Lend() { board.SetCollective(nullptr); }
-  } lend{board};
-  board.SetCollective(collective.get());
-  TAGI_RETURN_IF_ERROR(
-      VerifyReplicas(store, a, model->ParameterFingerprint(), options.connect_timeout));
-  progress.set_group_seconds(absl::ToDoubleSeconds(clock.Now() - group_start));
+    AttemptControl& control;
+    ~Lend() { control.SetCollective(nullptr); }
+  } lend{control};
+  control.SetCollective(collective.get());
 
   TrainerOptions topt;
   topt.collective = collective.get();
   topt.collective_timeout = options.collective_timeout;
-  topt.stop_requested = [&board, &options] {
-    return board.stop_vote.load() || (options.shutting_down && options.shutting_down());
+  topt.stop_requested = [&control, &options] {
+    return control.stop_vote.load() || (options.shutting_down && options.shutting_down());
   };
   Trainer trainer(spec, *model, data, clock, std::move(topt));
   const size_t steps = trainer.steps_per_epoch();
+  uint64_t start_epoch = 0;
+  uint64_t start_step = 0;
+  if (a.resume()) {
+    TAGI_RETURN_IF_ERROR(RestoreSnapshot(client, options.worker_id, a, *model, steps,
+                                         &start_epoch, &start_step));
+  }
+  TAGI_RETURN_IF_ERROR(
+      VerifyReplicas(store, a, model->ParameterFingerprint(), options.connect_timeout));
+  *in_group = true;  // from here on a failure is the group's, not the job's
+  progress.set_group_seconds(absl::ToDoubleSeconds(clock.Now() - group_start));
+
+  std::optional<SnapshotUploader> snapshots;
+  if (a.rank() == 0) snapshots.emplace(client, options.worker_id, a);
+  const uint64_t interval = spec.snapshot_interval();
   const double global_batch = static_cast<double>(spec.batch_size()) * a.world_size();
   progress.set_steps_per_epoch(steps);
   progress.set_total_steps(steps * spec.epochs());
+  progress.set_resumed_from_step(start_epoch * steps + start_step);
+  progress.set_global_step(start_epoch * steps + start_step);
+  progress.set_epoch(start_epoch);
+  progress.set_step(start_step);
+  control.SetProgress(progress);
   absl::Time last_publish = absl::InfinitePast();
-  for (uint32_t e = 0; e < spec.epochs(); ++e) {
+  for (uint64_t e = start_epoch; e < spec.epochs(); ++e) {
+    const size_t first = e == start_epoch ? start_step : 0;
     auto on_step = [&](uint64_t epoch, size_t step, size_t epoch_steps, absl::Duration elapsed) {
       progress.set_epoch(epoch);
       progress.set_step(step);
       progress.set_global_step(epoch * steps + step);
-      if (progress.rendezvous_seconds() == 0) {
+      const bool first_step = progress.first_step_ms() == 0;
+      if (first_step) {
+        // Wall time: compared with the coordinator's failure timestamps.
+        progress.set_first_step_ms(absl::ToUnixMillis(absl::Now()));
         progress.set_rendezvous_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
       }
       const double sec = absl::ToDoubleSeconds(elapsed);
-      const double rate = sec > 0 ? step * global_batch / sec : 0.0;
+      const double done = static_cast<double>(step - first);
+      const double rate = sec > 0 ? done * global_batch / sec : 0.0;
       progress.set_samples_per_second(rate);
       const double left = static_cast<double>(progress.total_steps() - progress.global_step());
       progress.set_eta_seconds(rate > 0 ? left * global_batch / rate : 0.0);
       progress.set_step_seconds(trainer.last_step().step_seconds);
       progress.set_allreduce_seconds(trainer.last_step().allreduce_seconds);
       progress.set_allreduce_bytes(trainer.last_step().allreduce_bytes);
-      // The reporter sends every report_interval: publishing a copy every
+      if (snapshots.has_value() && interval > 0 && step < epoch_steps &&
+          progress.global_step() % interval == 0) {
+        snapshots->Offer(TakeSnapshot(a, *model, epoch, step, steps));
+      }
+      // The session sends every report_interval: publishing a copy every
       // step would only be overwritten. A few times per interval suffices.
       const absl::Time now = clock.Now();
-      if (now - last_publish >= options.report_interval / 4 || step == epoch_steps) {
-        board.SetProgress(progress);
+      if (first_step || now - last_publish >= options.report_interval / 4 ||
+          step == epoch_steps) {
+        control.SetProgress(progress);
         last_publish = now;
       }
       if (options.metrics != nullptr) {
-        const double rank_rate =
-            sec > 0 ? static_cast<double>(step) * spec.batch_size() / sec : 0.0;
+        const double rank_rate = sec > 0 ? done * spec.batch_size() / sec : 0.0;
         options.metrics->RecordStep(trainer.last_step(), rank_rate);
       }
     };
-    TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, 0, on_step));
+    TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first, on_step));
     FillEpoch(m, progress.add_epochs());
     if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
-    board.SetProgress(progress);
+    if (snapshots.has_value()) snapshots->Offer(TakeSnapshot(a, *model, e + 1, 0, steps));
+    control.SetProgress(progress);
   }
   if (collective != nullptr) DepartTogether(store, a, options.connect_timeout);
   if (a.rank() == 0) {
+    snapshots->Drain(options.connect_timeout);  // the final state is safe first
     tagi::v1::UploadModelRequest header;
     header.set_worker_id(options.worker_id);
     header.set_job_id(a.job_id());
@@ -245,27 +349,29 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
 }  // namespace
 
 JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& options,
-                         const Assignment& a, Clock& clock) {
+                         const Assignment& a, Clock& clock, AttemptControl& control) {
   engine::SetBlasThreads(options.threads);
-  Board board;
   JobProgress progress;
-  std::thread reporter([&] { ReportLoop(client, options, a, board); });
-  const absl::Status st = Train(client, options, a, clock, board, progress);
-  board.Finish();
-  reporter.join();
+  bool in_group = false;
+  const absl::Status st = Train(client, options, a, clock, control, progress, &in_group);
 
   JobOutcome out;
   std::string abort_reason;
+  const bool shutting_down = options.shutting_down && options.shutting_down();
   if (st.ok()) {
     out.ok = true;
   } else if (absl::IsCancelled(st)) {
     out.cancelled = true;
-    out.reason = options.shutting_down && options.shutting_down()
-                     ? "the worker is shutting down (signal)"
-                     : "cancelled";
-  } else if (board.aborted(&abort_reason)) {
+    out.retryable = shutting_down;  // the job goes on without this worker
+    out.reason = shutting_down ? "the worker is shutting down (signal)" : "cancelled";
+  } else if (control.aborted(&abort_reason)) {
+    out.retryable = true;
     out.reason = absl::StrCat("aborted: ", abort_reason, " (", st.message(), ")");
   } else {
+    // After the group formed, a failure is the group's (a peer died, the
+    // coordinator went away); before, only a broken connection is.
+    out.retryable = in_group || absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st) ||
+                    absl::IsAborted(st);
     out.reason = std::string(st.message());
   }
   tagi::v1::FinishJobRequest fin;
@@ -275,8 +381,9 @@ JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& opti
   fin.set_rank(a.rank());
   fin.set_ok(out.ok);
   fin.set_reason(out.reason);
+  fin.set_retryable(out.retryable);
   *fin.mutable_progress() = progress;
-  (void)client.FinishJob(fin);  // a lost reply is covered by the worker timeout
+  (void)client.FinishJob(fin);  // a lost reply is covered by the session
   return out;
 }
 

@@ -1,29 +1,44 @@
-// JobRunner: one rank's run of one job attempt, from assignment to result.
+// JobRunner: one rank's run of one job attempt (a generation), from
+// assignment to result.
 //
-// Run() loads the data, builds and seeds the model, joins the group's
-// collective through the coordinator's store (Gloo over TCP), checks that
-// every rank holds the same initial parameters, trains its shard with the
-// Trainer (one all-reduce of the packed deltas per step), and reports
-// progress from a reporter thread; rank 0 uploads the final model. The
-// outcome goes back with FinishJob. A CANCEL directive becomes a stop vote
-// that every rank honours after the same step; an ABORT directive aborts
-// the collective. Every wait is bounded.
-// Not thread-safe: one JobRunner per assignment.
+// RunAssignment loads the data (or reuses the worker's cached copy of the
+// same data set), builds and seeds the model, joins the group's collective
+// through the coordinator's store, restores the generation's snapshot when
+// it resumes one, checks that every rank holds the same parameters, trains
+// its shard with the Trainer (one all-reduce of the packed deltas per step)
+// and publishes progress on its AttemptControl, which the worker's session
+// sends. Rank 0 streams a snapshot to the coordinator every
+// JobSpec.snapshot_interval steps and at every epoch end (from a background
+// thread, so training does not wait for the upload) and uploads the final
+// model. The outcome goes back with FinishJob; a failure of the group (a
+// peer died, the attempt was aborted, the worker is shutting down) is
+// marked retryable, so the job resumes in a new generation. Every wait is
+// bounded. Not thread-safe: one RunAssignment at a time per cache.
 #ifndef TAGI_WORKER_JOB_RUNNER_H_
 #define TAGI_WORKER_JOB_RUNNER_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "tagi/v1/cluster.pb.h"
+#include "worker/attempt.h"
 #include "worker/coordinator_client.h"
+#include "worker/data/loader.h"
 
 namespace tagi {
 
 class WorkerMetrics;
+
+// The data set of the worker's last job, kept for the next attempt of the
+// same job (a new generation then starts without reading the files again).
+struct DataCache {
+  std::string key;  // the DataSpec and seed it was loaded for
+  std::shared_ptr<const data::LoadedData> data;
+};
 
 struct JobRunnerOptions {
   std::string worker_id;
@@ -38,17 +53,20 @@ struct JobRunnerOptions {
   // Where step and epoch metrics go (tagi-worker --metrics); may be null.
   // Not owned; outlives the run.
   WorkerMetrics* metrics = nullptr;
+  DataCache* data_cache = nullptr;  // may be null: load every time
 };
 
 struct JobOutcome {
   bool ok = false;
   bool cancelled = false;
+  bool retryable = false;  // the group failed, not the job
   std::string reason;
 };
 
 // Runs the assignment to its end and reports it with FinishJob.
 JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& options,
-                         const tagi::v1::Assignment& assignment, Clock& clock);
+                         const tagi::v1::Assignment& assignment, Clock& clock,
+                         AttemptControl& control);
 
 }  // namespace tagi
 

@@ -164,8 +164,8 @@ TEST_F(CoordinatorTest, FinishJobFromAWorkerThatIsNotThatRankIsDenied) {
   EXPECT_EQ(State(job), tagi::v1::SUCCEEDED);
 }
 
-TEST_F(CoordinatorTest, SilentWorkerFailsItsJobAndComesBackIdleWhenItTalksAgain) {
-  Start(2);  // worker timeout 3 s
+TEST_F(CoordinatorTest, SilentWorkerEndsItsGenerationAndTheJobResumesWhenItTalksAgain) {
+  Start(2);  // heartbeat timeout 3 s
   const std::string job = Submit(2);
   const auto w = RegisterN(2);
   clock_.Advance(absl::Seconds(2));
@@ -176,19 +176,28 @@ TEST_F(CoordinatorTest, SilentWorkerFailsItsJobAndComesBackIdleWhenItTalksAgain)
   clock_.Advance(absl::Seconds(2));
   coord().Tick();
   const tagi::v1::Job failed = GetJob(job);
-  EXPECT_EQ(failed.state(), tagi::v1::FAILED);
+  EXPECT_EQ(failed.state(), tagi::v1::PENDING);
+  EXPECT_THAT(failed.reason(), HasSubstr("recovering"));
   EXPECT_THAT(failed.reason(), HasSubstr(w[1]));
+  EXPECT_EQ(failed.restarts(), 1u);
+  ASSERT_EQ(failed.recoveries_size(), 1);
+  EXPECT_THAT(failed.recoveries(0).reason(), HasSubstr("missed heartbeats"));
   EXPECT_EQ(Worker(w[1]).state(), "GONE");
-  EXPECT_EQ(Worker(w[0]).state(), "BUSY");
-  auto reply = Report(job, w[0], 0);
+  EXPECT_EQ(Worker(w[0]).state(), "IDLE");
+  auto reply = Report(job, w[0], 0);  // the survivor's next report
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->directive(), tagi::v1::ABORT);
   EXPECT_THAT(reply->reason(), HasSubstr(w[1]));
 
+  // Both ask for work again: generation 2 on the same ranks.
   auto back = coord().Rendezvous(w[1], absl::ZeroDuration());
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_FALSE(back->assigned());
-  EXPECT_EQ(Worker(w[1]).state(), "IDLE");
+  EXPECT_EQ(State(job), tagi::v1::PENDING);  // w-1 has not asked yet
+  const tagi::v1::Assignment a0 = AssignmentOf(w[0]);
+  EXPECT_EQ(a0.generation(), 2u);
+  EXPECT_EQ(a0.rank(), 0u);
+  EXPECT_EQ(AssignmentOf(w[1]).rank(), 1u);
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);
 }
 
 TEST_F(CoordinatorTest, SilentIdleWorkerIsGoneAndNotGivenAJob) {

@@ -141,7 +141,7 @@ TEST_F(ServiceJobs, CancelStopsTheJobOnEveryWorker) {
   EXPECT_EQ(ended->state(), tagi::v1::CANCELLED) << ended->reason();
   EXPECT_LT(ended->progress().global_step(), ended->progress().total_steps());
 
-  const std::string logged = absl::StrCat("job ", id, " cancelled");
+  const std::string logged = absl::StrCat("job ", id, " generation 1 cancelled");
   for (ChildProcess* w : {&w1, &w2}) {
     EXPECT_TRUE(
         WaitUntil([&] { return w->Stderr().find(logged) != std::string::npos; }, absl::Seconds(10)))

@@ -1,0 +1,411 @@
+// The fault-tolerance half of Coordinator: worker sessions, failed
+// generations and their recovery, snapshots, and the state directory that
+// lets a restarted coordinator resume its jobs.
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "coordinator/coordinator.h"
+
+namespace tagi::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+using tagi::v1::Job;
+
+constexpr int kMaxRecoveries = 100;      // kept per job
+constexpr size_t kMaxJobFileBytes = 64 << 20;
+
+// "w-12" -> 12; nullopt for anything else.
+std::optional<uint64_t> WorkerNumber(const std::string& id) {
+  if (id.size() < 3 || id.size() > 22 || id.compare(0, 2, "w-") != 0) return std::nullopt;
+  uint64_t n = 0;
+  const char* end = id.data() + id.size();
+  auto [p, ec] = std::from_chars(id.data() + 2, end, n);
+  if (ec != std::errc() || p != end || n == 0) return std::nullopt;
+  return n;
+}
+
+std::optional<uint64_t> JobNumber(const std::string& id) {
+  if (id.size() < 5 || id.compare(0, 4, "job-") != 0) return std::nullopt;
+  uint64_t n = 0;
+  const char* end = id.data() + id.size();
+  auto [p, ec] = std::from_chars(id.data() + 4, end, n);
+  if (ec != std::errc() || p != end || n == 0) return std::nullopt;
+  return n;
+}
+
+std::string Log(const std::string& line) {
+  std::fprintf(stderr, "tagi-coordinator: %s\n", line.c_str());
+  return line;
+}
+
+}  // namespace
+
+Coordinator::WorkerRecord& Coordinator::AdoptWorkerLocked(const std::string& proposed_id) {
+  if (!proposed_id.empty()) {
+    auto it = workers_.find(proposed_id);
+    if (it != workers_.end()) return it->second;
+    // A worker this coordinator does not know names itself (it registered
+    // with an earlier incarnation): keep its id, so that its rank in a job
+    // being resumed can be given back to it.
+    if (const auto n = WorkerNumber(proposed_id); n.has_value()) {
+      if (*n >= next_worker_) {
+        next_worker_ = *n + 1;
+        PersistWorkerCounterLocked();
+      }
+      WorkerRecord& w = workers_[proposed_id];
+      w.info.set_id(proposed_id);
+      w.info.set_state("IDLE");
+      return w;
+    }
+  }
+  const std::string id = absl::StrFormat("w-%d", next_worker_++);
+  PersistWorkerCounterLocked();
+  WorkerRecord& w = workers_[id];
+  w.info.set_id(id);
+  w.info.set_state("IDLE");
+  return w;
+}
+
+absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage& first,
+                                                  const std::string& peer) {
+  if (first.worker_id().empty()) {
+    return absl::InvalidArgumentError("the first session message must name the worker");
+  }
+  if (!WorkerNumber(first.worker_id()).has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker id \"", first.worker_id().substr(0, 64), "\" is not one this service hands out"));
+  }
+  absl::MutexLock lock(&mu_);
+  const bool known = workers_.count(first.worker_id()) > 0;
+  WorkerRecord& w = AdoptWorkerLocked(first.worker_id());
+  if (!known) {
+    w.info.set_address(peer);
+    w.info.set_hostname(first.hostname());
+    w.info.set_device(first.device().empty() ? "cpu" : first.device());
+    Log(absl::StrFormat("worker %s (%s) reconnected; this coordinator did not know it",
+                        w.info.id(), first.hostname()));
+  }
+  w.session = next_session_++;
+  w.outbox.clear();
+  w.last_directive.clear();
+  Touch(w);
+  ++epoch_;
+  const uint64_t token = w.session;
+  if (auto st = OnSessionMessageLocked(token, first); !st.ok()) return st;
+  return token;
+}
+
+absl::Status Coordinator::OnSessionMessage(uint64_t token, const tagi::v1::SessionMessage& m) {
+  absl::MutexLock lock(&mu_);
+  return OnSessionMessageLocked(token, m);
+}
+
+absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
+                                                 const tagi::v1::SessionMessage& m) {
+  auto it = workers_.find(m.worker_id());
+  if (it == workers_.end() || it->second.session != token) {
+    return absl::CancelledError("this session was superseded by a newer stream of the worker");
+  }
+  WorkerRecord& w = it->second;
+  Touch(w);
+  if (m.job_id().empty()) return absl::OkStatus();
+  tagi::v1::ProgressReport report;
+  report.set_worker_id(m.worker_id());
+  report.set_job_id(m.job_id());
+  report.set_generation(m.generation());
+  report.set_rank(m.rank());
+  *report.mutable_progress() = m.progress();
+  auto reply = ReportProgressLocked(report);
+  if (!reply.ok()) {
+    // A stale generation, a job this coordinator no longer runs, or a rank
+    // the worker does not hold: that attempt is over for it.
+    DirectLocked(w, tagi::v1::ABORT, m.job_id(), m.generation(),
+                 std::string(reply.status().message()));
+  } else if (reply->directive() != tagi::v1::CONTINUE) {
+    DirectLocked(w, reply->directive(), m.job_id(), m.generation(), reply->reason());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<tagi::v1::SessionDirective>> Coordinator::NextDirective(
+    const std::string& worker_id, uint64_t token, absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return absl::CancelledError("unknown worker");
+  WorkerRecord* w = &it->second;  // records are never erased
+  auto ready = [w, token]() { return w->session != token || !w->outbox.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), std::min(wait, options_.max_wait));
+  if (w->session != token) return absl::CancelledError("the session ended");
+  if (w->outbox.empty()) return std::optional<tagi::v1::SessionDirective>();
+  tagi::v1::SessionDirective d = std::move(w->outbox.front());
+  w->outbox.pop_front();
+  return std::optional<tagi::v1::SessionDirective>(std::move(d));
+}
+
+void Coordinator::CloseSession(const std::string& worker_id, uint64_t token,
+                               const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.session != token) return;
+  it->second.session = 0;
+  WorkerFailedLocked(it->second, reason);  // a worker that left on purpose is gone too
+  ScheduleLocked();
+}
+
+void Coordinator::DirectLocked(WorkerRecord& w, tagi::v1::Directive d, const std::string& job,
+                               uint64_t gen, const std::string& reason) {
+  const std::string key = absl::StrCat(job, "/", gen, "/", static_cast<int>(d));
+  if (w.last_directive == key) return;  // already said
+  w.last_directive = key;
+  if (w.session == 0) return;  // it learns at its next call
+  tagi::v1::SessionDirective& out = w.outbox.emplace_back();
+  out.set_directive(d);
+  out.set_job_id(job);
+  out.set_generation(gen);
+  out.set_reason(reason);
+  ++epoch_;
+}
+
+void Coordinator::WorkerFailedLocked(WorkerRecord& w, const std::string& reason) {
+  if (w.gone) return;
+  w.gone = true;
+  w.checked_in = false;
+  w.info.set_state("GONE");
+  ++workers_failed_;
+  ++epoch_;
+  Log(absl::StrFormat("worker %s is gone: %s", w.info.id(), reason));
+  if (w.job_id.empty()) return;
+  JobRecord& r = jobs_.at(w.job_id);
+  const std::string why =
+      absl::StrFormat("worker %s (rank %d) failed: %s", w.info.id(), w.assignment.rank(), reason);
+  if (r.job.state() == tagi::v1::RUNNING) {
+    FailGenerationLocked(r, why);
+  } else {
+    ReleaseWorkerLocked(w.info.id());
+  }
+}
+
+void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) {
+  Job& job = r.job;
+  const uint64_t gen = job.generation();
+  if (static_cast<int>(job.restarts()) >= options_.max_restarts) {
+    Log(absl::StrFormat("job %s generation %d failed (%s); giving up after %d restarts",
+                        job.id(), gen, reason, job.restarts()));
+    std::vector<std::string> ranks(job.workers().begin(), job.workers().end());
+    EndJobLocked(r, tagi::v1::FAILED,
+                 absl::StrFormat("%s (gave up after %d restarts)", reason, job.restarts()));
+    for (const std::string& id : ranks) {
+      auto w = workers_.find(id);
+      if (w != workers_.end() && w->second.job_id == job.id()) ReleaseWorkerLocked(id);
+    }
+    return;
+  }
+  tagi::v1::Recovery& rec = *job.add_recoveries();
+  rec.set_failed_generation(gen);
+  rec.set_reason(reason);
+  rec.set_detected_ms(NowMs());
+  rec.set_failed_at_step(std::max<uint64_t>(r.max_reported_step, job.progress().global_step()));
+  if (job.recoveries_size() > kMaxRecoveries) job.mutable_recoveries()->DeleteSubrange(0, 1);
+  job.set_restarts(job.restarts() + 1);
+  r.previous_workers.assign(job.workers().begin(), job.workers().end());
+  for (const std::string& id : r.previous_workers) {
+    auto it = workers_.find(id);
+    if (it == workers_.end() || it->second.job_id != job.id()) continue;
+    WorkerRecord& w = it->second;
+    DirectLocked(w, tagi::v1::ABORT, job.id(), gen, reason);
+    ReleaseWorkerLocked(id);
+    w.checked_in = false;  // placed again once it asks for work
+  }
+  store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
+  r.resume.reset();
+  job.set_state(tagi::v1::PENDING);
+  job.set_reason(absl::StrFormat("recovering: %s; waiting for %d workers", reason,
+                                 job.world_size()));
+  Log(absl::StrFormat("job %s generation %d ended: %s (restart %d)", job.id(), gen, reason,
+                      job.restarts()));
+  Changed(r);
+  PersistLocked(r);
+  ScheduleLocked();
+}
+
+void Coordinator::ChooseResumeLocked(JobRecord& r) {
+  r.resume.reset();
+  r.resume_step = 0;
+  r.epochs_before.clear();
+  Job& job = r.job;
+  if (job.restarts() == 0) return;  // a fresh job: nothing to resume
+  auto latest = snapshots_->Latest(job.id());
+  std::string source;
+  if (!latest.ok()) {
+    source = absl::StrCat("from the job seed: ", latest.status().message());
+  } else {
+    r.resume = std::make_shared<const std::string>(EncodeSnapshot(latest->snapshot));
+    r.resume_step = latest->snapshot.global_step;
+    source = fs::path(latest->path).filename().string();
+    const size_t epochs = std::min<size_t>(latest->snapshot.epoch, job.progress().epochs_size());
+    r.epochs_before.assign(job.progress().epochs().begin(),
+                           job.progress().epochs().begin() + static_cast<long>(epochs));
+  }
+  if (latest.ok() && !latest->skipped.empty()) {
+    snapshots_rejected_ += latest->skipped.size();
+    source = absl::StrCat(source, "; skipped ", absl::StrJoin(latest->skipped, "; "));
+  }
+  Log(absl::StrFormat("job %s generation %d resumes at global step %d (%s)", job.id(),
+                      job.generation(), r.resume_step, source));
+  tagi::v1::JobProgress* p = job.mutable_progress();
+  p->set_global_step(r.resume_step);
+  p->set_resumed_from_step(r.resume_step);
+  p->set_first_step_ms(0);
+  p->clear_epochs();
+  for (const auto& e : r.epochs_before) *p->add_epochs() = e;
+  if (job.recoveries_size() > 0) {
+    tagi::v1::Recovery& rec = *job.mutable_recoveries()->rbegin();
+    if (rec.new_generation() == 0) {
+      rec.set_new_generation(job.generation());
+      rec.set_formed_ms(NowMs());
+      rec.set_resumed_from_step(r.resume_step);
+      rec.set_snapshot(source);
+    }
+  }
+}
+
+absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std::string& job,
+                                         uint64_t gen, uint64_t global_step, std::string bytes) {
+  if (bytes.size() > options_.max_snapshot_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "snapshot of %d bytes exceeds the limit of %d", bytes.size(), options_.max_snapshot_bytes));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto r = FencedJob(job, gen);
+    if (!r.ok()) return r.status();
+    if ((*r)->job.state() != tagi::v1::RUNNING) {
+      return absl::AbortedError(
+          absl::StrFormat("job %s is %s", job, JobStateName((*r)->job.state())));
+    }
+    if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
+      return absl::PermissionDeniedError("only rank 0 uploads snapshots");
+    }
+  }
+  const size_t size = bytes.size();
+  // Checked (CRC, job, step) and written atomically outside the lock.
+  const absl::Status st = snapshots_->Put(job, global_step, bytes);
+  absl::MutexLock lock(&mu_);
+  if (!st.ok()) {
+    ++snapshots_rejected_;
+    Log(absl::StrFormat("job %s: snapshot at step %d refused: %s", job, global_step,
+                        st.message()));
+    return st;
+  }
+  ++snapshots_stored_;
+  auto r = FindJob(job);
+  if (r.ok() && (*r)->job.snapshot_step() <= global_step) {
+    (*r)->job.set_snapshot_step(global_step);
+    (*r)->job.set_snapshot_time_ms(NowMs());
+    (*r)->job.set_snapshot_bytes(size);
+    Changed(**r);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(
+    const std::string& worker_id, const std::string& job, uint64_t gen) {
+  absl::MutexLock lock(&mu_);
+  auto r = FencedJob(job, gen);
+  if (!r.ok()) return r.status();
+  const Job& j = (*r)->job;
+  if (j.state() != tagi::v1::RUNNING) {
+    return absl::AbortedError(absl::StrFormat("job %s is %s", job, JobStateName(j.state())));
+  }
+  if (std::find(j.workers().begin(), j.workers().end(), worker_id) == j.workers().end()) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("worker %s is not in job %s generation %d", worker_id, job, gen));
+  }
+  if ((*r)->resume == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("job %s generation %d starts from its seed, not a snapshot", job, gen));
+  }
+  return (*r)->resume;
+}
+
+void Coordinator::PersistLocked(const JobRecord& r) {
+  if (options_.state_dir.empty()) return;
+  const fs::path dir = fs::path(options_.state_dir) / "jobs";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const absl::Status st =
+      WriteFileAtomic((dir / (r.job.id() + ".job")).string(), r.job.SerializeAsString());
+  if (!st.ok()) Log(absl::StrFormat("cannot save job %s: %s", r.job.id(), st.message()));
+}
+
+void Coordinator::PersistWorkerCounterLocked() {
+  if (options_.state_dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(options_.state_dir, ec);
+  const absl::Status st =
+      WriteFileAtomic((fs::path(options_.state_dir) / "next-worker").string(),
+                      absl::StrCat(next_worker_, "\n"));
+  if (!st.ok()) Log(absl::StrFormat("cannot save the worker counter: %s", st.message()));
+}
+
+void Coordinator::LoadState() {
+  absl::MutexLock lock(&mu_);
+  const fs::path root(options_.state_dir);
+  if (auto bytes = ReadFile((root / "next-worker").string(), 64); bytes.ok()) {
+    uint64_t n = 0;
+    std::from_chars(bytes->data(), bytes->data() + bytes->size(), n);
+    next_worker_ = std::max<uint64_t>(next_worker_, n);
+  }
+  std::error_code ec;
+  fs::directory_iterator it(root / "jobs", ec);
+  if (ec) return;  // a fresh state dir
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path path = it->path();
+    if (path.extension() != ".job") continue;
+    auto bytes = ReadFile(path.string(), kMaxJobFileBytes);
+    Job job;
+    std::optional<uint64_t> number;
+    if (bytes.ok() && job.ParseFromString(*bytes)) number = JobNumber(job.id());
+    if (!number.has_value() || path.stem().string() != job.id()) {
+      startup_log_.push_back(Log(absl::StrFormat(
+          "skipping %s: not a job record (%s)", path.string(),
+          bytes.ok() ? "cannot parse it" : std::string(bytes.status().message()))));
+      continue;
+    }
+    JobRecord& r = jobs_[job.id()];
+    r.seq = *number;
+    next_job_ = std::max(next_job_, *number + 1);
+    r.job = std::move(job);
+    Job& j = r.job;
+    if (j.state() == tagi::v1::SUCCEEDED) {
+      const fs::path model = root / "models" / (j.id() + ".tagi");
+      r.model_ready = fs::exists(model, ec);
+      if (r.model_ready) r.model_path = model.string();
+    } else if (j.state() == tagi::v1::PENDING && j.generation() > 0) {
+      r.previous_workers.assign(j.workers().begin(), j.workers().end());  // was recovering
+    } else if (j.state() == tagi::v1::RUNNING) {
+      tagi::v1::Recovery& rec = *j.add_recoveries();
+      rec.set_failed_generation(j.generation());
+      rec.set_reason("the coordinator restarted");
+      rec.set_detected_ms(NowMs());
+      rec.set_failed_at_step(j.progress().global_step());
+      j.set_restarts(j.restarts() + 1);
+      r.previous_workers.assign(j.workers().begin(), j.workers().end());
+      j.set_state(tagi::v1::PENDING);
+      j.set_reason(absl::StrFormat(
+          "recovering: the coordinator restarted; waiting for %d workers", j.world_size()));
+      PersistLocked(r);
+    }
+    startup_log_.push_back(Log(absl::StrFormat("reloaded job %s: %s, generation %d", j.id(),
+                                               JobStateName(j.state()), j.generation())));
+  }
+}
+
+}  // namespace tagi::coordinator

@@ -1,0 +1,305 @@
+// Failures and recovery in the Coordinator: sessions, failed generations,
+// placement of the next one, snapshots and restarts from the state dir.
+// FakeClock only; nothing sleeps.
+#include <filesystem>
+#include <fstream>
+
+#include "common/file_util.h"
+#include "common/snapshot.h"
+#include "coordinator_harness.h"
+#include "gmock/gmock.h"
+
+namespace tagi::coordinator::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string SnapshotBytes(const std::string& job, uint64_t global_step, float fill = 0.5f) {
+  Snapshot s;
+  s.job_id = job;
+  s.generation = 1;
+  s.epoch = 0;
+  s.step = global_step;
+  s.global_step = global_step;
+  s.parameters.assign(16, fill);
+  s.architecture = "test";
+  return EncodeSnapshot(s);
+}
+
+tagi::v1::SessionMessage Hello(const std::string& worker) {
+  tagi::v1::SessionMessage m;
+  m.set_worker_id(worker);
+  m.set_hostname("host");
+  return m;
+}
+
+class RecoveryTest : public CoordinatorTest {
+ protected:
+  // Opens a session for `worker` and returns its token.
+  uint64_t Open(const std::string& worker) {
+    auto token = coord().OpenSession(Hello(worker), "peer");
+    EXPECT_TRUE(token.ok()) << token.status();
+    return token.ok() ? *token : 0;
+  }
+  // The directives queued for the session (without waiting).
+  std::vector<tagi::v1::SessionDirective> Drain(const std::string& worker, uint64_t token) {
+    std::vector<tagi::v1::SessionDirective> out;
+    while (true) {
+      auto d = coord().NextDirective(worker, token, absl::ZeroDuration());
+      if (!d.ok() || !d->has_value()) return out;
+      out.push_back(**d);
+    }
+  }
+  absl::Status FinishRetryable(const std::string& job, const std::string& worker, uint32_t rank,
+                               uint64_t gen) {
+    tagi::v1::FinishJobRequest req;
+    req.set_worker_id(worker);
+    req.set_job_id(job);
+    req.set_generation(gen);
+    req.set_rank(rank);
+    req.set_ok(false);
+    req.set_retryable(true);
+    req.set_reason("the ring broke");
+    return coord().FinishJob(req);
+  }
+};
+
+TEST_F(RecoveryTest, BrokenSessionEndsTheGenerationAndASpareTakesTheRank) {
+  Start(3);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(3);  // w-1, w-2 run the job; w-3 is the spare
+  ASSERT_EQ(State(job), tagi::v1::RUNNING);
+  const uint64_t t1 = Open(w[0]);
+  const uint64_t t2 = Open(w[1]);
+  ASSERT_TRUE(Report(job, w[0], 0, 40).ok());
+  ASSERT_TRUE(Report(job, w[1], 1, 42).ok());
+
+  coord().CloseSession(w[1], t2, "connection lost");
+  tagi::v1::Job j = GetJob(job);
+  EXPECT_EQ(j.state(), tagi::v1::PENDING);
+  EXPECT_EQ(Worker(w[1]).state(), "GONE");
+  ASSERT_EQ(j.recoveries_size(), 1);
+  EXPECT_EQ(j.recoveries(0).failed_generation(), 1u);
+  EXPECT_EQ(j.recoveries(0).failed_at_step(), 42u);  // the highest any rank reported
+  EXPECT_THAT(j.recoveries(0).reason(), HasSubstr("connection lost"));
+  // The survivor is told at once on its session.
+  const auto directives = Drain(w[0], t1);
+  ASSERT_EQ(directives.size(), 1u);
+  EXPECT_EQ(directives[0].directive(), tagi::v1::ABORT);
+  EXPECT_EQ(directives[0].generation(), 1u);
+  // Generation 1 is over: its store and progress calls are refused.
+  EXPECT_TRUE(absl::IsAborted(coord().StoreSet(job, 1, "k", "v")));
+
+  // The spare was idle and checked in; the survivor keeps rank 0 once it asks.
+  const tagi::v1::Assignment a0 = AssignmentOf(w[0]);
+  const tagi::v1::Assignment a2 = AssignmentOf(w[2]);
+  EXPECT_EQ(a0.generation(), 2u);
+  EXPECT_EQ(a0.rank(), 0u);
+  EXPECT_EQ(a2.rank(), 1u);
+  EXPECT_FALSE(a0.resume());  // no snapshot was stored: from the seed
+  j = GetJob(job);
+  EXPECT_EQ(j.state(), tagi::v1::RUNNING);
+  EXPECT_EQ(j.recoveries(0).new_generation(), 2u);
+  EXPECT_EQ(j.recoveries(0).resumed_from_step(), 0u);
+  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("from the job seed"));
+  EXPECT_TRUE(absl::IsAborted(Report(job, w[0], 0, 1, /*gen=*/1).status()));
+
+  // The first step of the new generation completes the record.
+  tagi::v1::ProgressReport report;
+  report.set_worker_id(w[0]);
+  report.set_job_id(job);
+  report.set_generation(2);
+  report.mutable_progress()->set_global_step(1);
+  report.mutable_progress()->set_first_step_ms(j.recoveries(0).detected_ms() + 700);
+  ASSERT_TRUE(coord().ReportProgress(report).ok());
+  j = GetJob(job);
+  EXPECT_EQ(j.recoveries(0).first_step_ms() - j.recoveries(0).detected_ms(), 700);
+  EXPECT_EQ(j.recoveries(0).steps_redone(), 42u);
+  const CoordinatorStats stats = coord().Stats();
+  ASSERT_FALSE(stats.jobs.empty());
+  EXPECT_EQ(stats.jobs[0].restarts, 1u);
+  EXPECT_NEAR(stats.jobs[0].recover_seconds, 0.7, 1e-9);
+  EXPECT_EQ(stats.workers_failed, 1u);
+}
+
+TEST_F(RecoveryTest, AWorkerThatFailedWithItsGroupIsNotPlacedBeforeItAsksAgain) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  ASSERT_TRUE(FinishRetryable(job, w[0], 0, 1).ok());  // rank 0 saw the ring break
+  EXPECT_EQ(State(job), tagi::v1::PENDING);
+  EXPECT_EQ(GetJob(job).restarts(), 1u);
+  ASSERT_TRUE(coord().Rendezvous(w[0], absl::ZeroDuration()).ok());
+  coord().Tick();
+  EXPECT_EQ(State(job), tagi::v1::PENDING);  // w-2 (maybe dead) has not asked
+  ASSERT_TRUE(coord().Rendezvous(w[1], absl::ZeroDuration()).ok());
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);
+  EXPECT_EQ(GetJob(job).generation(), 2u);
+}
+
+TEST_F(RecoveryTest, JobFailsAfterMaxRestarts) {
+  CoordinatorOptions o = Options(1);
+  o.max_restarts = 2;
+  Start(o);
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  for (uint64_t gen = 1; gen <= 2; ++gen) {
+    ASSERT_EQ(AssignmentOf(w).generation(), gen);
+    ASSERT_TRUE(FinishRetryable(job, w, 0, gen).ok());
+  }
+  ASSERT_EQ(AssignmentOf(w).generation(), 3u);
+  ASSERT_TRUE(FinishRetryable(job, w, 0, 3).ok());
+  const tagi::v1::Job j = GetJob(job);
+  EXPECT_EQ(j.state(), tagi::v1::FAILED);
+  EXPECT_THAT(j.reason(), HasSubstr("gave up after 2 restarts"));
+  EXPECT_EQ(Worker(w).state(), "IDLE");
+}
+
+TEST_F(RecoveryTest, SnapshotsComeFromRankZeroAndTheNextGenerationResumesFromTheNewest) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      coord().UploadSnapshot(w[1], job, 1, 10, SnapshotBytes(job, 10))));
+  std::string corrupt = SnapshotBytes(job, 10);
+  corrupt[corrupt.size() / 2] ^= 1;
+  EXPECT_TRUE(absl::IsDataLoss(coord().UploadSnapshot(w[0], job, 1, 10, corrupt)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      coord().UploadSnapshot(w[0], job, 1, 11, SnapshotBytes(job, 10))));  // step mismatch
+  EXPECT_TRUE(absl::IsAborted(coord().UploadSnapshot(w[0], job, 7, 10, SnapshotBytes(job, 10))));
+  ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 1, 10, SnapshotBytes(job, 10, 0.1f)).ok());
+  ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 1, 20, SnapshotBytes(job, 20, 0.2f)).ok());
+  EXPECT_EQ(GetJob(job).snapshot_step(), 20u);
+  EXPECT_TRUE(absl::IsNotFound(coord().ResumeSnapshot(w[0], job, 1).status()));  // gen 1: seed
+
+  ASSERT_TRUE(FinishRetryable(job, w[1], 1, 1).ok());
+  ASSERT_TRUE(coord().Rendezvous(w[0], absl::ZeroDuration()).ok());
+  const tagi::v1::Assignment a = AssignmentOf(w[1]);
+  EXPECT_TRUE(a.resume());
+  EXPECT_EQ(a.resume_global_step(), 20u);
+  auto bytes = coord().ResumeSnapshot(w[1], job, 2);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto decoded = DecodeSnapshot(**bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->global_step, 20u);
+  EXPECT_EQ(decoded->parameters[0], 0.2f);
+  EXPECT_TRUE(absl::IsPermissionDenied(coord().ResumeSnapshot("w-99", job, 2).status()));
+  EXPECT_TRUE(absl::IsAborted(coord().ResumeSnapshot(w[1], job, 1).status()));
+}
+
+TEST_F(RecoveryTest, CorruptNewestSnapshotOnDiskIsSkippedAndThePreviousOneUsed) {
+  ScratchDir dir;
+  CoordinatorOptions o = Options(1);
+  o.state_dir = dir.path();
+  Start(o);
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 10, SnapshotBytes(job, 10, 0.1f)).ok());
+  ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 20, SnapshotBytes(job, 20, 0.2f)).ok());
+  const auto newest = std::filesystem::path(dir.path()) / "snapshots" / job /
+                      "snapshot-000000000020.tagisnap";
+  auto bytes = ReadFile(newest.string(), 1 << 20);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  (*bytes)[bytes->size() / 2] ^= 0x40;  // one flipped bit on disk
+  std::ofstream(newest, std::ios::binary | std::ios::trunc) << *bytes;
+
+  ASSERT_TRUE(FinishRetryable(job, w, 0, 1).ok());
+  const tagi::v1::Assignment a = AssignmentOf(w);
+  EXPECT_EQ(a.resume_global_step(), 10u);
+  const tagi::v1::Job j = GetJob(job);
+  ASSERT_EQ(j.recoveries_size(), 1);
+  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("snapshot-000000000010.tagisnap"));
+  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("skipped snapshot-000000000020.tagisnap"));
+  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("checksum"));
+  EXPECT_EQ(coord().Stats().snapshots_rejected, 1u);
+}
+
+TEST_F(RecoveryTest, RestartedCoordinatorReloadsJobsAndResumesRunningOnes) {
+  ScratchDir dir;
+  CoordinatorOptions o = Options(2);
+  o.state_dir = dir.path();
+  Start(o);
+  const std::string done = Submit(1);
+  const std::string running = Submit(2);
+  const std::string queued = Submit(2);
+  const auto w = RegisterN(3);
+  ASSERT_EQ(State(done), tagi::v1::RUNNING);
+  ASSERT_EQ(State(running), tagi::v1::RUNNING);
+  Complete(done);
+  ASSERT_EQ(State(done), tagi::v1::SUCCEEDED);
+  const std::string w_done = GetJob(done).workers(0);
+  const tagi::v1::Job before = GetJob(running);
+  ASSERT_TRUE(coord()
+                  .UploadSnapshot(before.workers(0), running, before.generation(), 30,
+                                  SnapshotBytes(running, 30))
+                  .ok());
+
+  // The "crash": a new coordinator on the same state dir.
+  coord_.reset();
+  Start(o);
+  EXPECT_EQ(State(done), tagi::v1::SUCCEEDED);
+  EXPECT_TRUE(coord().ModelFile(done).ok());
+  EXPECT_EQ(State(queued), tagi::v1::PENDING);
+  tagi::v1::Job j = GetJob(running);
+  EXPECT_EQ(j.state(), tagi::v1::PENDING);
+  EXPECT_EQ(j.restarts(), 1u);
+  EXPECT_EQ(j.generation(), before.generation());
+  ASSERT_EQ(j.recoveries_size(), 1);
+  EXPECT_EQ(j.recoveries(0).reason(), "the coordinator restarted");
+  // A worker of the old generation is refused; the new one gets its old rank.
+  EXPECT_TRUE(absl::IsAborted(coord().StoreSet(running, before.generation(), "k", "v")));
+  for (int r = 1; r >= 0; --r) (void)Open(before.workers(r));  // reconnect, ids adopted
+  const tagi::v1::Assignment a = AssignmentOf(before.workers(1));
+  ASSERT_TRUE(coord().Rendezvous(before.workers(0), absl::ZeroDuration()).ok());
+  EXPECT_EQ(a.rank(), 1u);
+  EXPECT_EQ(a.generation(), before.generation() + 1);
+  EXPECT_TRUE(a.resume());
+  EXPECT_EQ(a.resume_global_step(), 30u);
+  // Job and worker ids continue where they were.
+  EXPECT_EQ(Submit(1), "job-4");
+  EXPECT_EQ(Register(), "w-4");
+  (void)w_done;
+}
+
+TEST_F(RecoveryTest, SessionsAdoptKnownIdFormsRefuseOthersAndAreSuperseded) {
+  Start(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(coord().OpenSession(Hello(""), "p").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(coord().OpenSession(Hello("../etc"), "p").status()));
+  const uint64_t first = Open("w-7");  // a worker of an earlier coordinator
+  EXPECT_EQ(Worker("w-7").state(), "IDLE");
+  EXPECT_EQ(Register(), "w-8");
+  const uint64_t second = Open("w-7");
+  auto old = coord().NextDirective("w-7", first, absl::ZeroDuration());
+  EXPECT_TRUE(absl::IsCancelled(old.status()));
+  coord().CloseSession("w-7", first, "late close of the old stream");
+  EXPECT_EQ(Worker("w-7").state(), "IDLE");  // the old stream's end changes nothing
+  coord().CloseSession("w-7", second, "connection lost");
+  EXPECT_EQ(Worker("w-7").state(), "GONE");
+}
+
+TEST_F(RecoveryTest, StaleSessionMessageGetsAnAbortAndCancelIsPushed) {
+  Start(1);
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  const uint64_t t = Open(w);
+  tagi::v1::SessionMessage m = Hello(w);
+  m.set_job_id(job);
+  m.set_generation(9);  // not the current one
+  ASSERT_TRUE(coord().OnSessionMessage(t, m).ok());
+  auto d = Drain(w, t);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].directive(), tagi::v1::ABORT);
+  EXPECT_EQ(d[0].generation(), 9u);
+  EXPECT_THAT(d[0].reason(), HasSubstr("stale"));
+  ASSERT_TRUE(coord().OnSessionMessage(t, m).ok());
+  EXPECT_TRUE(Drain(w, t).empty());  // said once
+
+  ASSERT_TRUE(coord().Cancel(job).ok());
+  d = Drain(w, t);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].directive(), tagi::v1::CANCEL);
+  EXPECT_EQ(d[0].generation(), 1u);
+}
+
+}  // namespace
+}  // namespace tagi::coordinator::test

@@ -1,0 +1,179 @@
+#include "worker/session.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/grpc_util.h"
+#include "common/rng.h"
+
+namespace tagi {
+namespace {
+
+// How long a closing stream waits for the coordinator to end it.
+constexpr absl::Duration kCloseWait = absl::Seconds(1);
+
+const char* DirectiveName(tagi::v1::Directive d) {
+  switch (d) {
+    case tagi::v1::CANCEL:
+      return "cancel";
+    case tagi::v1::ABORT:
+      return "abort";
+    default:
+      return "continue";
+  }
+}
+
+}  // namespace
+
+Session::Session(CoordinatorClient& client, SessionOptions options)
+    : client_(client), options_(std::move(options)) {}
+
+Session::~Session() { Stop(); }
+
+void Session::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+void Session::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Session::SetAttempt(AttemptControl* attempt) {
+  absl::MutexLock lock(&mu_);
+  attempt_ = attempt;
+  poked_ = true;  // tell the coordinator what we are doing now
+  if (attempt != nullptr && attempt->job_id() == aborted_job_ &&
+      attempt->generation() == aborted_generation_) {
+    attempt->Abort(aborted_reason_);
+  }
+}
+
+void Session::Poke() {
+  absl::MutexLock lock(&mu_);
+  poked_ = true;
+}
+
+tagi::v1::SessionMessage Session::Compose() {
+  tagi::v1::SessionMessage m;
+  m.set_worker_id(options_.worker_id);
+  m.set_hostname(options_.hostname);
+  m.set_device(options_.device);
+  if (attempt_ != nullptr) {
+    m.set_job_id(attempt_->job_id());
+    m.set_generation(attempt_->generation());
+    m.set_rank(attempt_->rank());
+    *m.mutable_progress() = attempt_->progress();
+  }
+  return m;
+}
+
+void Session::Handle(const tagi::v1::SessionDirective& d) {
+  std::fprintf(stderr, "tagi-worker %s: directive %s for job %s generation %d: %s\n",
+               options_.worker_id.c_str(), DirectiveName(d.directive()), d.job_id().c_str(),
+               static_cast<int>(d.generation()), d.reason().c_str());
+  absl::MutexLock lock(&mu_);
+  if (d.directive() == tagi::v1::ABORT) {
+    aborted_job_ = d.job_id();
+    aborted_generation_ = d.generation();
+    aborted_reason_ = d.reason();
+  }
+  if (attempt_ == nullptr || attempt_->job_id() != d.job_id() ||
+      attempt_->generation() != d.generation()) {
+    return;
+  }
+  if (d.directive() == tagi::v1::CANCEL) attempt_->stop_vote = true;
+  if (d.directive() == tagi::v1::ABORT) attempt_->Abort(d.reason());
+}
+
+bool Session::RunStream() {
+  auto ctx = MakeClientContext(absl::InfiniteDuration());  // liveness: silence_timeout
+  auto stream = client_.OpenSession(ctx.get());
+  tagi::v1::SessionMessage first;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return false;
+    first = Compose();
+  }
+  std::atomic<bool> reader_done{false};
+  std::atomic<bool> heard{false};
+  std::atomic<int64_t> last_heard_ns{absl::GetCurrentTimeNanos()};
+  std::thread reader;
+  bool clean = false;
+  if (stream->Write(first)) {
+    reader = std::thread([&] {
+      tagi::v1::SessionDirective d;
+      while (stream->Read(&d)) {
+        last_heard_ns = absl::GetCurrentTimeNanos();
+        if (!heard.exchange(true)) ++streams_opened_;
+        if (d.directive() != tagi::v1::CONTINUE) Handle(d);
+      }
+      reader_done = true;
+      Poke();  // wake the writer
+    });
+    while (true) {
+      tagi::v1::SessionMessage m;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this, &reader_done]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || poked_ || reader_done.load();
+        };
+        const absl::Duration every =
+            attempt_ != nullptr ? options_.report_interval : options_.heartbeat;
+        mu_.AwaitWithTimeout(absl::Condition(&ready), every);
+        if (stop_) {
+          clean = true;
+          break;
+        }
+        poked_ = false;
+        m = Compose();
+      }
+      if (reader_done.load()) break;
+      const absl::Duration silent =
+          absl::Nanoseconds(absl::GetCurrentTimeNanos() - last_heard_ns.load());
+      if (silent > options_.silence_timeout) {
+        std::fprintf(stderr, "tagi-worker %s: the coordinator has been silent for %s; "
+                     "reconnecting\n", options_.worker_id.c_str(),
+                     absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))).c_str());
+        break;
+      }
+      if (!stream->Write(m)) break;
+    }
+  }
+  if (clean) {
+    stream->WritesDone();  // the coordinator sees the worker leave
+    const absl::Time until = absl::Now() + kCloseWait;
+    while (!reader_done.load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  }
+  ctx->TryCancel();
+  if (reader.joinable()) reader.join();
+  const absl::Status st = FromGrpcStatus(stream->Finish());
+  if (!clean && heard.load()) {
+    std::fprintf(stderr, "tagi-worker %s: session with %s lost (%s); reconnecting\n",
+                 options_.worker_id.c_str(), client_.target().c_str(),
+                 st.ok() ? "closed by the coordinator" : std::string(st.message()).c_str());
+  }
+  return heard.load();
+}
+
+void Session::Loop() {
+  int failures = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) return;
+    }
+    failures = RunStream() ? 0 : failures + 1;
+    // 100 ms doubling to max_backoff, +-50 % jitter: a restarted coordinator
+    // is not hit by every worker at once.
+    const double base = std::min(0.1 * (1 << std::min(failures, 10)),
+                                 absl::ToDoubleSeconds(options_.max_backoff));
+    Rng rng(DeriveSeed(static_cast<uint64_t>(absl::GetCurrentTimeNanos()), failures));
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(base * (0.5 + rng.Uniform())));
+  }
+}
+
+}  // namespace tagi

@@ -1,0 +1,83 @@
+// Session: the worker's one bidirectional stream to the coordinator.
+//
+// A background thread keeps the stream open for as long as the worker runs:
+// it sends a heartbeat every interval (every report interval, with the
+// attempt's progress, while training; at once after an attempt's first
+// step) and turns the coordinator's directives into actions on the current
+// attempt (AttemptControl). The coordinator sends a keep-alive when it has
+// nothing to say; a coordinator silent for `silence_timeout` (hung, or the
+// network is gone) is treated like a broken stream. A broken stream is
+// reopened with exponential backoff and jitter; a restarted coordinator
+// learns the worker from the first message of the new stream.
+// Thread-safe.
+#ifndef TAGI_WORKER_SESSION_H_
+#define TAGI_WORKER_SESSION_H_
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/attempt.h"
+#include "worker/coordinator_client.h"
+
+namespace tagi {
+
+struct SessionOptions {
+  std::string worker_id;
+  std::string hostname;
+  std::string device = "cpu";
+  absl::Duration heartbeat = absl::Seconds(1);
+  absl::Duration report_interval = absl::Milliseconds(250);
+  absl::Duration silence_timeout = absl::Seconds(3);
+  absl::Duration max_backoff = absl::Seconds(5);
+};
+
+class Session {
+ public:
+  Session(CoordinatorClient& client, SessionOptions options);
+  ~Session();  // Stop()
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  void Start();
+  // Closes the stream (the coordinator sees the worker leave) and joins.
+  void Stop();
+
+  // The attempt being trained, or nullptr when idle. The attempt outlives
+  // the time it is set. An ABORT that arrived for it before it was set
+  // applies at once.
+  void SetAttempt(AttemptControl* attempt);
+  // Send a message now rather than at the next interval.
+  void Poke();
+
+  // Streams opened so far (for tests and logs).
+  int streams_opened() const { return streams_opened_.load(); }
+
+ private:
+  void Loop();
+  // Runs one stream until it breaks or Stop(); true when it was opened.
+  bool RunStream();
+  void Handle(const tagi::v1::SessionDirective& d);
+  tagi::v1::SessionMessage Compose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  CoordinatorClient& client_;
+  const SessionOptions options_;
+  std::thread thread_;
+  std::atomic<int> streams_opened_{0};
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  AttemptControl* attempt_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // (job, generation, reason) of the last ABORT, for an attempt set late.
+  std::string aborted_job_ ABSL_GUARDED_BY(mu_);
+  uint64_t aborted_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string aborted_reason_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tagi
+
+#endif  // TAGI_WORKER_SESSION_H_
