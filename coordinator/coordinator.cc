@@ -281,7 +281,8 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
   ScheduleLocked();
   auto assigned = [w]() { return !w->job_id.empty(); };
   mu_.AwaitWithTimeout(absl::Condition(&assigned), std::min(wait, options_.max_wait));
-  Touch(*w);
+  // No Touch here: a worker killed during the long poll must not look alive
+  // when the poll ends (its session, or its next call, says it is).
   tagi::v1::RendezvousResponse resp;
   if (!w->job_id.empty()) {
     resp.set_assigned(true);

@@ -222,6 +222,8 @@ class Coordinator {
   // resumes with a new generation (or FAILS after max_restarts).
   void FailGenerationLocked(JobRecord& r, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteFailedAttemptLocked(const tagi::v1::FinishJobRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DirectLocked(WorkerRecord& w, tagi::v1::Directive d, const std::string& job, uint64_t gen,

@@ -185,7 +185,10 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
   auto w = workers_.find(req.worker_id());
   if (w != workers_.end()) Touch(w->second);
   auto r = FencedJob(req.job_id(), req.generation());
-  if (!r.ok()) return r.status();
+  if (!r.ok()) {
+    NoteFailedAttemptLocked(req);
+    return r.status();
+  }
   JobRecord& rec = **r;
   if (req.rank() >= rec.finished.size() ||
       rec.job.workers(static_cast<int>(req.rank())) != req.worker_id()) {
@@ -212,6 +215,25 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
   }
   ScheduleLocked();
   return absl::OkStatus();
+}
+
+void Coordinator::NoteFailedAttemptLocked(const tagi::v1::FinishJobRequest& req) {
+  // A survivor of a failed generation reports where it stopped: more exact
+  // than the last progress report (sent every 250 ms) for steps redone.
+  auto r = FindJob(req.job_id());
+  if (!r.ok()) return;
+  for (tagi::v1::Recovery& rec : *(*r)->job.mutable_recoveries()) {
+    if (rec.failed_generation() != req.generation()) continue;
+    if (req.progress().global_step() <= rec.failed_at_step()) return;
+    rec.set_failed_at_step(req.progress().global_step());
+    if (rec.first_step_ms() > 0) {
+      rec.set_steps_redone(rec.failed_at_step() > rec.resumed_from_step()
+                               ? rec.failed_at_step() - rec.resumed_from_step()
+                               : 0);
+    }
+    Changed(**r);
+    return;
+  }
 }
 
 }  // namespace tagi::coordinator

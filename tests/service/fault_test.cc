@@ -1,0 +1,238 @@
+// Fault tests with the real binaries on loopback: workers killed with
+// SIGKILL at random steps, a worker stopped with SIGSTOP, the coordinator
+// killed mid-job and restarted on its state dir with a corrupted newest
+// snapshot. Each interrupted job must end with the same model (parameter
+// checksum) as an uninterrupted run of the same job on the same cluster.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/substitute.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/service/service_cluster.h"
+
+namespace tagi::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Long enough (about 1,500 steps of a few ms on two workers) for several
+// failures, small enough for CI: 784-128-ReLU-128-ReLU-11 on 4,000 samples.
+std::string FaultJobJson(int epochs, int snapshot_interval) {
+  return absl::Substitute(R"({
+  "name": "fault",
+  "layers": [
+    {"kind": "LINEAR", "inFeatures": 784, "outFeatures": 128}, {"kind": "RELU"},
+    {"kind": "LINEAR", "inFeatures": 128, "outFeatures": 128}, {"kind": "RELU"},
+    {"kind": "LINEAR", "inFeatures": 128, "outFeatures": 11}
+  ],
+  "head": {"classification": {"numClasses": 10}},
+  "data": {"kind": "FASHION_MNIST", "trainLimit": 4000, "testLimit": 500},
+  "init": {"method": "HE"}, "noise": {"sigmaV": 1.0},
+  "batchSize": 16, "epochs": $0, "seed": 7, "reduction": "SUM", "worldSize": 2,
+  "snapshotInterval": $1, "device": "cpu"
+})",
+                          epochs, snapshot_interval);
+}
+
+bool Succeeded(const tagi::v1::Job& j) { return j.state() == tagi::v1::SUCCEEDED; }
+bool Ended(const tagi::v1::Job& j) {
+  return j.state() == tagi::v1::SUCCEEDED || j.state() == tagi::v1::FAILED ||
+         j.state() == tagi::v1::CANCELLED;
+}
+
+class FaultTest : public ServiceTest {
+ protected:
+  void SetUp() override {
+    if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+
+  // Runs the job to its end without interruptions; its model checksum.
+  std::string ReferenceChecksum(const std::string& job_file) {
+    const std::string id = Submit(job_file);
+    const auto done = WaitForJob(id, Ended, absl::Seconds(120));
+    EXPECT_TRUE(done.has_value() && Succeeded(*done)) << (done ? done->reason() : "no job");
+    return done.has_value() ? done->model_checksum() : "";
+  }
+
+  // The worker process running `worker_id` (from its log).
+  ChildProcess* ProcessOf(const std::vector<ChildProcess*>& workers,
+                          const std::string& worker_id) {
+    for (ChildProcess* w : workers) {
+      if (w->Alive() && w->Stderr().find(absl::StrCat(" as ", worker_id, "\n")) !=
+                            std::string::npos) {
+        return w;
+      }
+    }
+    return nullptr;
+  }
+
+  // Waits until the job runs and rank 0 has reported at least `step`.
+  std::optional<tagi::v1::Job> WaitForStep(const std::string& id, uint64_t step) {
+    return WaitForJob(
+        id,
+        [step](const tagi::v1::Job& j) {
+          return Ended(j) || (j.state() == tagi::v1::RUNNING && j.progress().global_step() >= step);
+        },
+        absl::Seconds(60));
+  }
+};
+
+TEST_F(FaultTest, WorkerKilledAtFiveRandomStepsJobSucceedsWithTheSameModel) {
+  StartCoordinator(2, {"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"});
+  std::vector<ChildProcess*> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(&StartWorker());  // two ranks and a spare
+  const std::string job_file = WriteJob("fault", FaultJobJson(6, 20));
+  const std::string reference = ReferenceChecksum(job_file);
+  ASSERT_FALSE(reference.empty());
+
+  const std::string id = Submit(job_file);
+  const auto first = WaitForStep(id, 1);
+  ASSERT_TRUE(first.has_value() && !Ended(*first));
+  const uint64_t total = first->progress().total_steps();
+  std::mt19937 rng(20261122);
+  std::uniform_int_distribution<uint64_t> pick(total / 10, total * 7 / 10);
+  std::vector<uint64_t> kill_at(5);
+  for (uint64_t& s : kill_at) s = pick(rng);
+  std::sort(kill_at.begin(), kill_at.end());
+  int kills = 0;
+  for (const uint64_t target : kill_at) {
+    const auto job = WaitForStep(id, target);
+    ASSERT_TRUE(job.has_value());
+    if (Ended(*job)) break;
+    const std::string victim_id = job->workers(kills % 2);  // alternate the ranks
+    ChildProcess* victim = ProcessOf(workers, victim_id);
+    ASSERT_NE(victim, nullptr) << "no live process for " << victim_id;
+    ASSERT_TRUE(victim->Signal(SIGKILL));
+    ASSERT_TRUE(victim->WaitExit(absl::Seconds(10)).has_value());
+    ++kills;
+    workers.push_back(&StartWorker());  // "its supervisor restarts it": the next spare
+    // Wait for the new generation before the next kill.
+    const auto resumed = WaitForJob(
+        id, [kills](const tagi::v1::Job& j) {
+          return Ended(j) || (j.state() == tagi::v1::RUNNING && j.restarts() >= kills &&
+                              j.recoveries_size() > 0 &&
+                              j.recoveries(j.recoveries_size() - 1).first_step_ms() > 0);
+        },
+        absl::Seconds(60));
+    ASSERT_TRUE(resumed.has_value());
+  }
+  const auto done = WaitForJob(id, Ended, absl::Seconds(120));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_TRUE(Succeeded(*done)) << done->reason();
+  EXPECT_GE(kills, 4) << "the job ended before most kills";
+  EXPECT_EQ(done->restarts(), static_cast<uint32_t>(kills));
+  EXPECT_EQ(done->model_checksum(), reference) << "the interrupted run ended with another model";
+  for (const tagi::v1::Recovery& r : done->recoveries()) {
+    // Detected by the coordinator (the stream of the killed worker broke) or
+    // first by the survivor (its ring link closed), whichever came first.
+    EXPECT_THAT(r.reason(), ::testing::AnyOf(HasSubstr("session stream broke"),
+                                             HasSubstr("closed its link")));
+    EXPECT_GT(r.first_step_ms(), 0);
+    EXPECT_LE(r.steps_redone(), 20u + 1u) << "more than the snapshot interval redone";
+    EXPECT_LT(r.first_step_ms() - r.detected_ms(), 10'000);
+  }
+}
+
+TEST_F(FaultTest, StoppedWorkerIsDetectedReplacedAndRejoinsIdleAfterSigcont) {
+  StartCoordinator(2, {"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"});
+  std::vector<ChildProcess*> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(&StartWorker());
+  const std::string id = Submit(WriteJob("fault", FaultJobJson(6, 20)));
+  const auto running = WaitForStep(id, 100);
+  ASSERT_TRUE(running.has_value() && !Ended(*running));
+  const std::string stopped_id = running->workers(1);
+  ChildProcess* stopped = ProcessOf(workers, stopped_id);
+  ASSERT_NE(stopped, nullptr);
+  const int64_t stop_ms = absl::ToUnixMillis(absl::Now());
+  ASSERT_TRUE(stopped->Signal(SIGSTOP));
+
+  const auto recovered = WaitForJob(
+      id, [](const tagi::v1::Job& j) { return Ended(j) || j.recoveries_size() > 0; },
+      absl::Seconds(20));
+  ASSERT_TRUE(recovered.has_value() && recovered->recoveries_size() > 0);
+  const tagi::v1::Recovery& r = recovered->recoveries(0);
+  EXPECT_THAT(r.reason(), HasSubstr("missed heartbeats"));
+  EXPECT_LE(r.detected_ms() - stop_ms, 4'000) << "not detected within timeout + 1 s";
+  // The survivor did not hang: a new generation with the spare finishes.
+  const auto done = WaitForJob(id, Ended, absl::Seconds(120));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(Succeeded(*done)) << done->reason();
+  EXPECT_THAT(done->workers(), ::testing::Not(::testing::Contains(stopped_id)));
+
+  ASSERT_TRUE(stopped->Signal(SIGCONT));
+  // Its attempt is over: it is told so, drops it, and is idle again.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const std::string log = stopped->Stderr();
+        return log.find(absl::StrCat("job ", id, " generation 1 failed")) != std::string::npos;
+      },
+      absl::Seconds(20)))
+      << stopped->Stderr();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        for (const WorkerRow& w : Workers()) {
+          if (w.id == stopped_id) return w.state == "IDLE";
+        }
+        return false;
+      },
+      absl::Seconds(20)));
+  EXPECT_TRUE(stopped->Alive());
+}
+
+TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSame) {
+  const std::string state = dir_.File("state");
+  StartCoordinator(2, {"--state-dir", state});
+  const std::string address = this->address();
+  for (int i = 0; i < 2; ++i) StartWorker();
+  const std::string job_file = WriteJob("fault", FaultJobJson(6, 20));
+  const std::string reference = ReferenceChecksum(job_file);
+  ASSERT_FALSE(reference.empty());
+
+  const std::string id = Submit(job_file);
+  const auto running = WaitForStep(id, 300);
+  ASSERT_TRUE(running.has_value() && !Ended(*running));
+  ASSERT_TRUE(coordinator().Signal(SIGKILL));
+  ASSERT_TRUE(coordinator().WaitExit(absl::Seconds(10)).has_value());
+
+  // The newest snapshot is damaged on disk while the coordinator is down.
+  const std::filesystem::path snaps = std::filesystem::path(state) / "snapshots" / id;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(snaps)) files.push_back(e.path());
+  ASSERT_GE(files.size(), 2u) << "fewer than two snapshots stored before the kill";
+  std::sort(files.begin(), files.end());
+  const std::filesystem::path newest = files.back();
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(newest) / 2));
+    f.put('\x5a');
+  }
+
+  std::filesystem::remove(dir_.File("coordinator.port"));
+  StartCoordinator(2, {"--state-dir", state}, address);  // the same port
+  const auto done = WaitForJob(id, Ended, absl::Seconds(120));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_TRUE(Succeeded(*done)) << done->reason();
+  EXPECT_EQ(done->model_checksum(), reference);
+  ASSERT_GE(done->recoveries_size(), 1);
+  const tagi::v1::Recovery& r = done->recoveries(0);
+  EXPECT_EQ(r.reason(), "the coordinator restarted");
+  EXPECT_THAT(r.snapshot(), HasSubstr(absl::StrCat("skipped ", newest.filename().string())));
+  EXPECT_THAT(coordinator().Stderr(), HasSubstr("checksum"));
+  // Nothing of the earlier incarnation was lost.
+  const auto ref_job = GetJob("job-1");
+  ASSERT_TRUE(ref_job.has_value());
+  EXPECT_EQ(ref_job->state(), tagi::v1::SUCCEEDED);
+  EXPECT_EQ(Ctl({"download", "job-1", "-o", dir_.File("ref.tagi")}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace tagi::testing
