@@ -79,7 +79,7 @@ void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Regi
                          .Register(reg);
   auto& restarts = prometheus::BuildCounter()
                        .Name("tagi_coordinator_job_restarts_total")
-                       .Help("Restarts of each job after a failure (0 until fault tolerance).")
+                       .Help("Failed generations of each job that were resumed.")
                        .Register(reg);
   auto& rate = prometheus::BuildGauge()
                    .Name("tagi_coordinator_job_samples_per_second")
@@ -91,13 +91,52 @@ void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Regi
                        .Name("tagi_coordinator_job_progress_ratio")
                        .Help("Steps done / total steps of each job (1 once it succeeded).")
                        .Register(reg);
+  auto& recovery = prometheus::BuildGauge()
+                       .Name("tagi_coordinator_job_recovery_seconds")
+                       .Help(
+                           "Last recovery of each job: failure detected -> first step of the "
+                           "new generation.")
+                       .Register(reg);
+  auto& redone = prometheus::BuildGauge()
+                     .Name("tagi_coordinator_job_steps_redone")
+                     .Help("Last recovery of each job: steps trained again after resuming.")
+                     .Register(reg);
+  auto& snapshot_age = prometheus::BuildGauge()
+                           .Name("tagi_coordinator_job_snapshot_age_seconds")
+                           .Help("Seconds since each job's newest snapshot was stored.")
+                           .Register(reg);
+  auto& snapshot_bytes = prometheus::BuildGauge()
+                             .Name("tagi_coordinator_job_snapshot_bytes")
+                             .Help("Size of each job's newest snapshot.")
+                             .Register(reg);
   for (const JobStats& j : stats.jobs) {
     const prometheus::Labels labels = {{"job", j.id}};
     generation.Add(labels).Set(static_cast<double>(j.generation));
     restarts.Add(labels).Increment(static_cast<double>(j.restarts));
     rate.Add(labels).Set(j.samples_per_second);
     progress.Add(labels).Set(j.progress_ratio);
+    if (j.recover_seconds >= 0) {
+      recovery.Add(labels).Set(j.recover_seconds);
+      redone.Add(labels).Set(static_cast<double>(j.steps_redone));
+    }
+    if (j.snapshot_age_seconds >= 0) {
+      snapshot_age.Add(labels).Set(j.snapshot_age_seconds);
+      snapshot_bytes.Add(labels).Set(static_cast<double>(j.snapshot_bytes));
+    }
   }
+  prometheus::BuildCounter()
+      .Name("tagi_coordinator_workers_failed_total")
+      .Help("Workers whose session broke or whose heartbeats stopped.")
+      .Register(reg)
+      .Add({})
+      .Increment(static_cast<double>(stats.workers_failed));
+  auto& snapshots = prometheus::BuildCounter()
+                        .Name("tagi_coordinator_snapshots_total")
+                        .Help("Snapshots stored, and refused or skipped as corrupt.")
+                        .Register(reg);
+  snapshots.Add({{"result", "stored"}}).Increment(static_cast<double>(stats.snapshots_stored));
+  snapshots.Add({{"result", "rejected"}})
+      .Increment(static_cast<double>(stats.snapshots_rejected));
 
   auto& age = prometheus::BuildGauge()
                   .Name("tagi_coordinator_worker_heartbeat_age_seconds")

@@ -49,6 +49,7 @@ class Processes:
     def __init__(self, tmp):
         self.tmp = tmp
         self.procs = []
+        self.killed = set()  # names the test killed on purpose
 
     def start(self, name, argv):
         log = open(os.path.join(self.tmp, name + ".log"), "wb")
@@ -66,7 +67,7 @@ class Processes:
 
     def check_alive(self):
         for name, p in self.procs:
-            if p.poll() is not None:
+            if name not in self.killed and p.poll() is not None:
                 raise Failure(f"{name} exited with {p.returncode}:\n{self.log(name)}")
 
     def stop_all(self):
@@ -148,7 +149,7 @@ def job_spec(data):
         # Long enough to be running while Prometheus scrapes; the test stops
         # it. Finished would do too: the series of the last job stay.
         "batchSize": 16, "epochs": 500, "seed": 1, "reduction": "SUM", "worldSize": 2,
-        "device": "cpu",
+        "snapshotInterval": 20, "device": "cpu",
     }
 
 
@@ -198,6 +199,34 @@ def query(prom, expr):
     return body["data"]["result"], None
 
 
+def job_status(bindir, grpc, job_id="job-1"):
+    r = subprocess.run([f"{bindir}/tagictl", "--coord", f"127.0.0.1:{grpc}", "status", job_id,
+                        "--json"], capture_output=True, text=True, timeout=30)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def kill_a_rank_and_wait_for_recovery(bindir, grpc, procs):
+    """SIGKILLs the worker of rank 1 so that the recovery panels have data."""
+    job = wait_for("the job to run", lambda: (lambda j: j if j and j.get("state") == "RUNNING"
+                                              and j.get("workers") else None)(
+        job_status(bindir, grpc)), 30, procs)
+    victim = job["workers"][1]
+    for name, p in procs.procs:
+        if name.startswith("worker") and f" as {victim}\n" in procs.log(name):
+            procs.killed.add(name)
+            p.kill()
+            p.wait()
+            break
+    else:
+        raise Failure(f"no worker process logged that it is {victim}")
+    def recovered():
+        j = job_status(bindir, grpc)
+        recs = (j or {}).get("recoveries", [])
+        return recs and int(recs[-1].get("firstStepMs", "0")) > 0
+    wait_for("the job to resume on the spare", recovered, 30, procs, interval=0.2)
+    print(f"killed {victim} (rank 1); the job resumed on the spare")
+
+
 def run(args, tmp, procs):
     bindir = os.path.abspath(args.bin)
     for exe in ("tagi-coordinator", "tagi-worker", "tagictl"):
@@ -213,11 +242,11 @@ def run(args, tmp, procs):
     http = wait_for("the coordinator's HTTP port file",
                     lambda: read_port(f"{tmp}/http.port"), 20, procs)
     workers = []
-    for i in range(2):
+    for i in range(3):  # two ranks and a spare for the recovery panels
         procs.start(f"worker{i}", [
             f"{bindir}/tagi-worker", "--coord", f"127.0.0.1:{grpc}", "--threads", "1",
             "--metrics", "127.0.0.1:0", "--metrics-port-file", f"{tmp}/worker{i}.port"])
-    for i in range(2):
+    for i in range(3):
         workers.append(wait_for(f"worker {i}'s metrics port file",
                                 lambda: read_port(f"{tmp}/worker{i}.port"), 20, procs))
 
@@ -228,7 +257,7 @@ def run(args, tmp, procs):
     if submit.returncode != 0:
         raise Failure(f"tagictl submit failed: {submit.stdout}{submit.stderr}")
     print(f"submitted {submit.stdout.strip()}; coordinator :{grpc} (http :{http}), "
-          f"worker metrics :{workers[0]} :{workers[1]}")
+          f"worker metrics :{workers[0]} :{workers[1]} :{workers[2]}")
 
     prom = free_port()
     config = f"""global:
@@ -243,7 +272,7 @@ scrape_configs:
   - job_name: tagi-worker
     honor_labels: true
     static_configs:
-      - targets: ["127.0.0.1:{workers[0]}", "127.0.0.1:{workers[1]}"]
+      - targets: ["127.0.0.1:{workers[0]}", "127.0.0.1:{workers[1]}", "127.0.0.1:{workers[2]}"]
 """
     with open(f"{tmp}/prometheus.yml", "w") as f:
         f.write(config)
@@ -257,9 +286,10 @@ scrape_configs:
             targets = http_json(f"http://127.0.0.1:{prom}/api/v1/targets")["data"]["activeTargets"]
         except (OSError, ValueError, KeyError):
             return False
-        return len(targets) == 3 and all(t["health"] == "up" for t in targets)
+        return len(targets) == 4 and all(t["health"] == "up" for t in targets)
     wait_for("every Prometheus target to be up", all_up, 40, procs, interval=0.5)
-    print(f"all 3 targets up after {time.monotonic() - started:.1f} s")
+    print(f"all 4 targets up after {time.monotonic() - started:.1f} s")
+    kill_a_rank_and_wait_for_recovery(bindir, grpc, procs)
 
     # Rates need two samples in their window and epoch gauges a finished
     # epoch: poll each expression for a while before calling it empty.
