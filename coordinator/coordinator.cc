@@ -279,7 +279,11 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
     ReleaseWorkerLocked(worker_id);
   }
   ScheduleLocked();
-  auto assigned = [w]() { return !w->job_id.empty(); };
+  // Also answer early when a job starts, so that a spare can warm its data.
+  const uint64_t started = jobs_started_;
+  auto assigned = [this, w, started]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !w->job_id.empty() || jobs_started_ != started;
+  };
   mu_.AwaitWithTimeout(absl::Condition(&assigned), std::min(wait, options_.max_wait));
   // No Touch here: a worker killed during the long poll must not look alive
   // when the poll ends (its session, or its next call, says it is).
@@ -287,7 +291,16 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
   if (!w->job_id.empty()) {
     resp.set_assigned(true);
     *resp.mutable_assignment() = w->assignment;
+    return resp;
   }
+  // A spare: the oldest running (or recovering) job of several ranks.
+  const JobRecord* warm = nullptr;
+  for (const auto& [id, r] : jobs_) {
+    const bool active = r.job.state() == tagi::v1::RUNNING ||
+                        (r.job.state() == tagi::v1::PENDING && r.job.generation() > 0);
+    if (active && r.job.world_size() > 1 && (warm == nullptr || r.seq < warm->seq)) warm = &r;
+  }
+  if (warm != nullptr) *resp.mutable_warm() = warm->job.spec();
   return resp;
 }
 
@@ -321,6 +334,7 @@ void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
   job.clear_workers();
   r.finished.assign(p.workers.size(), false);
   r.max_reported_step = 0;
+  ++jobs_started_;
   ChooseResumeLocked(r);
   for (size_t rank = 0; rank < p.workers.size(); ++rank) {
     job.add_workers(p.workers[rank]);

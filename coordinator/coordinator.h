@@ -252,6 +252,7 @@ class Coordinator {
   std::map<std::string, JobRecord> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerRecord> workers_ ABSL_GUARDED_BY(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t jobs_started_ ABSL_GUARDED_BY(mu_) = 0;  // generations formed, ever
   uint64_t workers_failed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_stored_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_rejected_ ABSL_GUARDED_BY(mu_) = 0;

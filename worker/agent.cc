@@ -58,6 +58,15 @@ bool Agent::RegisterWithRetry() {
   return false;
 }
 
+void Agent::Warm(const tagi::v1::JobSpec& spec) {
+  const absl::Status st = WarmDataCache(spec, data_cache_);
+  if (!st.ok() && warm_error_ != st.message()) {
+    warm_error_ = std::string(st.message());
+    std::fprintf(stderr, "tagi-worker %s: cannot load the data of a running job ahead: %s\n",
+                 worker_id_.c_str(), warm_error_.c_str());
+  }
+}
+
 int Agent::Run() {
   if (!RegisterWithRetry()) return stop_ ? 0 : 1;
   // The id stays the same across re-registrations (a restarted coordinator
@@ -86,7 +95,10 @@ int Agent::Run() {
       continue;
     }
     failures = 0;
-    if (!resp->assigned()) continue;
+    if (!resp->assigned()) {
+      if (resp->has_warm()) Warm(resp->warm());
+      continue;
+    }
     const tagi::v1::Assignment& a = resp->assignment();
     std::fprintf(stderr, "tagi-worker %s: job %s generation %d: rank %d of %d\n",
                  worker_id_.c_str(), a.job_id().c_str(), static_cast<int>(a.generation()),

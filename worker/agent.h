@@ -43,6 +43,8 @@ class Agent {
 
  private:
   bool RegisterWithRetry();
+  // As a spare: loads the data of a running job into the cache.
+  void Warm(const tagi::v1::JobSpec& spec);
   void Backoff(int attempt);
 
   AgentOptions options_;
@@ -52,6 +54,7 @@ class Agent {
   std::string worker_id_;
   absl::Duration heartbeat_ = absl::Seconds(1);  // from the coordinator
   DataCache data_cache_;
+  std::string warm_error_;  // the last one logged
 };
 
 }  // namespace tagi

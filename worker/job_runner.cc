@@ -348,6 +348,10 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
 
 }  // namespace
 
+absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache) {
+  return Data(spec, &cache).status();
+}
+
 JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& options,
                          const Assignment& a, Clock& clock, AttemptControl& control) {
   engine::SetBlasThreads(options.threads);

@@ -40,6 +40,10 @@ struct DataCache {
   std::shared_ptr<const data::LoadedData> data;
 };
 
+// Loads the job's data into the cache unless it already holds it. OK when
+// it does afterwards.
+absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache);
+
 struct JobRunnerOptions {
   std::string worker_id;
   int threads = 1;
