@@ -90,6 +90,23 @@ std::string JobDetails(const tagi::v1::Job& j) {
     absl::StrAppendFormat(&out, "epoch %-4d %s  test log-lik %.4f  sigma_v %g  %.2f s\n",
                           e.epoch(), metric, e.test_log_likelihood(), e.sigma_v(), e.seconds());
   }
+  if (j.snapshot_time_ms() > 0) {
+    absl::StrAppendFormat(&out, "snapshot   step %d, %d bytes, stored %s\n", j.snapshot_step(),
+                          j.snapshot_bytes(), Time(j.snapshot_time_ms()));
+  }
+  for (const auto& r : j.recoveries()) {
+    absl::StrAppendFormat(&out, "recovery   generation %d failed at step %d: %s\n",
+                          r.failed_generation(), r.failed_at_step(), r.reason());
+    if (r.new_generation() > 0) {
+      absl::StrAppendFormat(&out, "           generation %d resumed at step %d (%s)",
+                            r.new_generation(), r.resumed_from_step(), r.snapshot());
+      if (r.first_step_ms() > 0) {
+        absl::StrAppendFormat(&out, "; first step %d ms after detection, %d steps redone",
+                              r.first_step_ms() - r.detected_ms(), r.steps_redone());
+      }
+      out += "\n";
+    }
+  }
   if (!j.model_checksum().empty()) {
     absl::StrAppendFormat(&out, "model      %d bytes, parameter checksum %s\n", j.model_bytes(),
                           j.model_checksum());

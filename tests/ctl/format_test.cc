@@ -172,6 +172,34 @@ TEST(JobDetails, ShowsEveryEpochAndTheModelChecksum) {
   EXPECT_THAT(text, AllOf(HasSubstr("4096 bytes"), HasSubstr("0123456789abcdef")));
 }
 
+TEST(JobDetails, ShowsEachRecoveryAndTheNewestSnapshot) {
+  tagi::v1::Job job = Running();
+  job.set_snapshot_step(60);
+  job.set_snapshot_bytes(718000);
+  job.set_snapshot_time_ms(1'700'000'000'000);
+  tagi::v1::Recovery* r = job.add_recoveries();
+  r->set_failed_generation(1);
+  r->set_failed_at_step(47);
+  r->set_reason("worker w-2 (rank 1) failed: its session stream broke");
+  r->set_detected_ms(1'700'000'000'000);
+  r->set_new_generation(2);
+  r->set_resumed_from_step(40);
+  r->set_snapshot("snapshot-000000000040.tagisnap");
+  r->set_first_step_ms(1'700'000'000'045);
+  r->set_steps_redone(7);
+  tagi::v1::Recovery* pending = job.add_recoveries();
+  pending->set_failed_generation(2);
+  pending->set_failed_at_step(58);
+  pending->set_reason("the coordinator restarted");
+  const std::string text = JobDetails(job);
+  EXPECT_THAT(text, HasSubstr("snapshot   step 60, 718000 bytes"));
+  EXPECT_THAT(text, HasSubstr("generation 1 failed at step 47: worker w-2 (rank 1) failed"));
+  EXPECT_THAT(text, HasSubstr("generation 2 resumed at step 40 (snapshot-000000000040.tagisnap); "
+                              "first step 45 ms after detection, 7 steps redone"));
+  EXPECT_THAT(text, HasSubstr("generation 2 failed at step 58: the coordinator restarted"));
+  EXPECT_THAT(text, Not(HasSubstr("generation 3")));
+}
+
 TEST(JobDetails, OmitsTheModelLineWithoutAModel) {
   EXPECT_THAT(JobDetails(Classifier("job-1")), Not(HasSubstr("checksum")));
 }
