@@ -132,6 +132,8 @@ def one_run(bindir, args, rng):
             }
         finally:
             c.stop()
+            if os.environ.get("KEEP_LOGS"):
+                os.system(f"cat {tmp}/coordinator.log; grep -h failed {tmp}/worker*.log")
 
 
 def summary(values):

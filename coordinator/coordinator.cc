@@ -41,9 +41,15 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
   }
   snapshots_ = std::make_unique<SnapshotStore>(snapshot_dir_, options_.keep_snapshots);
   if (!options_.state_dir.empty()) LoadState();
+  writer_ = std::thread([this] { WriteSnapshotsLoop(); });
 }
 
 Coordinator::~Coordinator() {
+  {
+    absl::MutexLock lock(&write_mu_);
+    stop_writer_ = true;  // the writer drains what is queued, then ends
+  }
+  writer_.join();
   if (snapshot_dir_is_temporary_) {
     std::error_code ec;
     std::filesystem::remove_all(snapshot_dir_, ec);
@@ -371,6 +377,7 @@ void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& 
   r.job.set_end_time_ms(NowMs());
   store_.DeletePrefix(absl::StrCat("job/", r.job.id(), "/"));
   r.resume.reset();
+  r.newest.reset();  // what is on disk stays until the job's directory is pruned
   if (was_running && state != tagi::v1::SUCCEEDED) {
     // Tell the ranks now rather than at their next progress report.
     const auto d = state == tagi::v1::CANCELLED ? tagi::v1::CANCEL : tagi::v1::ABORT;

@@ -158,7 +158,10 @@ class Coordinator {
   void CloseSession(const std::string& worker_id, uint64_t token, const std::string& reason);
 
   // --- Snapshots ---
-  // Checks and stores a snapshot from rank 0 of the current generation.
+  // Checks a snapshot from rank 0 of the current generation (CRC, job,
+  // step), keeps it in memory as the job's newest and queues it for the
+  // state dir; returns before the disk write (fsync can take 100s of ms
+  // here), so that rank 0's next snapshot is never held up by the disk.
   absl::Status UploadSnapshot(const std::string& worker_id, const std::string& job,
                               uint64_t gen, uint64_t global_step, std::string bytes);
   // The snapshot the caller's generation resumes from (NotFound when it
@@ -166,6 +169,9 @@ class Coordinator {
   absl::StatusOr<std::shared_ptr<const std::string>> ResumeSnapshot(const std::string& worker_id,
                                                                    const std::string& job,
                                                                    uint64_t gen);
+
+  // Waits until every snapshot received so far is on disk (or refused).
+  void FlushSnapshots();
 
   // Periodic decisions: departures of silent workers, placements.
   void Tick();
@@ -185,6 +191,9 @@ class Coordinator {
     uint64_t resume_step = 0;
     uint64_t max_reported_step = 0;              // by any rank, this generation
     std::vector<tagi::v1::EpochMetrics> epochs_before;  // finished before `resume`
+    // The newest snapshot received (verified), also while it is being written.
+    std::shared_ptr<const std::string> newest;
+    uint64_t newest_step = 0;
   };
   struct WorkerRecord {
     tagi::v1::WorkerInfo info;
@@ -236,6 +245,7 @@ class Coordinator {
   void PersistLocked(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PersistWorkerCounterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoadState();
+  void WriteSnapshotsLoop();
 
   const CoordinatorOptions options_;
   Clock& clock_;
@@ -244,6 +254,17 @@ class Coordinator {
   bool snapshot_dir_is_temporary_ = false;
   std::unique_ptr<SnapshotStore> snapshots_;
   std::vector<std::string> startup_log_;
+
+  // The disk writer: the newest snapshot of each job waiting to be written.
+  struct PendingWrite {
+    uint64_t step = 0;
+    std::shared_ptr<const std::string> bytes;
+  };
+  absl::Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::map<std::string, PendingWrite> pending_writes_ ABSL_GUARDED_BY(write_mu_);
+  bool writing_ ABSL_GUARDED_BY(write_mu_) = false;
+  bool stop_writer_ ABSL_GUARDED_BY(write_mu_) = false;
+  std::thread writer_;
 
   absl::Mutex mu_;
   uint64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;

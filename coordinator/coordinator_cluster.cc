@@ -190,12 +190,18 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
     return r.status();
   }
   JobRecord& rec = **r;
+  if (rec.job.state() == tagi::v1::PENDING) {  // this generation failed; the job recovers
+    NoteFailedAttemptLocked(req);
+    return absl::AbortedError(absl::StrFormat("job %s generation %d is over: %s", req.job_id(),
+                                              req.generation(), rec.job.reason()));
+  }
   if (req.rank() >= rec.finished.size() ||
       rec.job.workers(static_cast<int>(req.rank())) != req.worker_id()) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "worker %s is not rank %d of job %s", req.worker_id(), req.rank(), req.job_id()));
   }
   if (rec.job.state() == tagi::v1::RUNNING && !req.ok() && req.retryable()) {
+    rec.max_reported_step = std::max<uint64_t>(rec.max_reported_step, req.progress().global_step());
     FailGenerationLocked(rec, absl::StrFormat("rank %d (worker %s): %s", req.rank(),
                                               req.worker_id(), req.reason()));
     return absl::OkStatus();
@@ -226,6 +232,9 @@ void Coordinator::NoteFailedAttemptLocked(const tagi::v1::FinishJobRequest& req)
     if (rec.failed_generation() != req.generation()) continue;
     if (req.progress().global_step() <= rec.failed_at_step()) return;
     rec.set_failed_at_step(req.progress().global_step());
+    std::fprintf(stderr, "tagi-coordinator: job %s generation %d: rank %d had reached step %d\n",
+                 req.job_id().c_str(), static_cast<int>(req.generation()), req.rank(),
+                 static_cast<int>(req.progress().global_step()));
     if (rec.first_step_ms() > 0) {
       rec.set_steps_redone(rec.failed_at_step() > rec.resumed_from_step()
                                ? rec.failed_at_step() - rec.resumed_from_step()

@@ -241,14 +241,30 @@ void Coordinator::ChooseResumeLocked(JobRecord& r) {
   r.epochs_before.clear();
   Job& job = r.job;
   if (job.restarts() == 0) return;  // a fresh job: nothing to resume
-  auto latest = snapshots_->Latest(job.id());
+  absl::StatusOr<LatestSnapshot> latest;
   std::string source;
+  if (r.newest != nullptr) {
+    // Received (and checked) by this coordinator; the disk holds it or an
+    // older one, so there is no need to read it back.
+    auto decoded = DecodeSnapshot(*r.newest);
+    if (decoded.ok()) {
+      latest = LatestSnapshot{"", *std::move(decoded), {}};
+    } else {
+      latest = decoded.status();
+    }
+  } else {
+    latest = snapshots_->Latest(job.id());
+  }
   if (!latest.ok()) {
     source = absl::StrCat("from the job seed: ", latest.status().message());
   } else {
-    r.resume = std::make_shared<const std::string>(EncodeSnapshot(latest->snapshot));
+    r.resume = r.newest != nullptr
+                   ? r.newest
+                   : std::make_shared<const std::string>(EncodeSnapshot(latest->snapshot));
     r.resume_step = latest->snapshot.global_step;
-    source = fs::path(latest->path).filename().string();
+    source = latest->path.empty()
+                 ? absl::StrFormat("step %d as received", r.resume_step)
+                 : fs::path(latest->path).filename().string();
     const size_t epochs = std::min<size_t>(latest->snapshot.epoch, job.progress().epochs_size());
     r.epochs_before.assign(job.progress().epochs().begin(),
                            job.progress().epochs().begin() + static_cast<long>(epochs));
@@ -294,9 +310,14 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
       return absl::PermissionDeniedError("only rank 0 uploads snapshots");
     }
   }
-  const size_t size = bytes.size();
-  // Checked (CRC, job, step) and written atomically outside the lock.
-  const absl::Status st = snapshots_->Put(job, global_step, bytes);
+  // Checked (CRC, job, step) outside the lock; written by the writer thread.
+  const absl::StatusOr<Snapshot> decoded = DecodeSnapshot(bytes);
+  absl::Status st = decoded.status();
+  if (st.ok() && (decoded->job_id != job || decoded->global_step != global_step)) {
+    st = absl::InvalidArgumentError(absl::StrFormat(
+        "snapshot upload for job %s step %d holds job \"%s\" step %d", job, global_step,
+        decoded->job_id.substr(0, 64), decoded->global_step));
+  }
   absl::MutexLock lock(&mu_);
   if (!st.ok()) {
     ++snapshots_rejected_;
@@ -304,15 +325,57 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
                         st.message()));
     return st;
   }
-  ++snapshots_stored_;
   auto r = FindJob(job);
-  if (r.ok() && (*r)->job.snapshot_step() <= global_step) {
-    (*r)->job.set_snapshot_step(global_step);
-    (*r)->job.set_snapshot_time_ms(NowMs());
-    (*r)->job.set_snapshot_bytes(size);
-    Changed(**r);
-  }
+  if (!r.ok()) return r.status();
+  JobRecord& rec = **r;
+  if (rec.newest != nullptr && rec.newest_step > global_step) return absl::OkStatus();  // late
+  const auto shared = std::make_shared<const std::string>(std::move(bytes));
+  rec.newest = shared;
+  rec.newest_step = global_step;
+  rec.job.set_snapshot_step(global_step);
+  rec.job.set_snapshot_time_ms(NowMs());
+  rec.job.set_snapshot_bytes(shared->size());
+  Changed(rec);
+  absl::MutexLock wlock(&write_mu_);
+  pending_writes_[job] = {global_step, shared};  // an older one still waiting is replaced
   return absl::OkStatus();
+}
+
+void Coordinator::WriteSnapshotsLoop() {
+  while (true) {
+    std::string job;
+    PendingWrite w;
+    {
+      absl::MutexLock lock(&write_mu_);
+      writing_ = false;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+        return stop_writer_ || !pending_writes_.empty();
+      };
+      write_mu_.Await(absl::Condition(&ready));  // woken by a queued write or the destructor
+      if (pending_writes_.empty()) return;       // stopping, and everything is written
+      job = pending_writes_.begin()->first;
+      w = std::move(pending_writes_.begin()->second);
+      pending_writes_.erase(pending_writes_.begin());
+      writing_ = true;
+    }
+    const absl::Status st = snapshots_->Put(job, w.step, *w.bytes);
+    absl::MutexLock lock(&mu_);
+    if (st.ok()) {
+      ++snapshots_stored_;
+    } else {
+      ++snapshots_rejected_;
+      Log(absl::StrFormat("job %s: snapshot at step %d not written: %s", job, w.step,
+                          st.message()));
+    }
+  }
+}
+
+void Coordinator::FlushSnapshots() {
+  absl::MutexLock lock(&write_mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+    return pending_writes_.empty() && !writing_;
+  };
+  write_mu_.Await(absl::Condition(&idle));
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(

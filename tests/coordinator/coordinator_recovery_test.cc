@@ -170,6 +170,8 @@ TEST_F(RecoveryTest, SnapshotsComeFromRankZeroAndTheNextGenerationResumesFromThe
   ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 1, 10, SnapshotBytes(job, 10, 0.1f)).ok());
   ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 1, 20, SnapshotBytes(job, 20, 0.2f)).ok());
   EXPECT_EQ(GetJob(job).snapshot_step(), 20u);
+  ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 1, 15, SnapshotBytes(job, 15, 0.15f)).ok());
+  EXPECT_EQ(GetJob(job).snapshot_step(), 20u);  // a late, older upload does not replace it
   EXPECT_TRUE(absl::IsNotFound(coord().ResumeSnapshot(w[0], job, 1).status()));  // gen 1: seed
 
   ASSERT_TRUE(FinishRetryable(job, w[1], 1, 1).ok());
@@ -195,7 +197,10 @@ TEST_F(RecoveryTest, CorruptNewestSnapshotOnDiskIsSkippedAndThePreviousOneUsed) 
   const std::string job = Submit(1);
   const std::string w = Register();
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 10, SnapshotBytes(job, 10, 0.1f)).ok());
+  coord().FlushSnapshots();  // (a newer upload replaces one still waiting for the disk)
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 20, SnapshotBytes(job, 20, 0.2f)).ok());
+  coord().FlushSnapshots();
+  EXPECT_EQ(coord().Stats().snapshots_stored, 2u);
   const auto newest = std::filesystem::path(dir.path()) / "snapshots" / job /
                       "snapshot-000000000020.tagisnap";
   auto bytes = ReadFile(newest.string(), 1 << 20);
@@ -203,14 +208,24 @@ TEST_F(RecoveryTest, CorruptNewestSnapshotOnDiskIsSkippedAndThePreviousOneUsed) 
   (*bytes)[bytes->size() / 2] ^= 0x40;  // one flipped bit on disk
   std::ofstream(newest, std::ios::binary | std::ios::trunc) << *bytes;
 
+  // A worker failure resumes from the copy the coordinator received...
   ASSERT_TRUE(FinishRetryable(job, w, 0, 1).ok());
+  EXPECT_EQ(AssignmentOf(w).resume_global_step(), 20u);
+  // ...a restarted coordinator from the disk, where the newest file is bad.
+  coord_.reset();
+  Start(o);
+  tagi::v1::RegisterRequest again;
+  again.set_worker_id(w);
+  ASSERT_EQ(coord().Register(again, "peer").worker_id(), w);
   const tagi::v1::Assignment a = AssignmentOf(w);
   EXPECT_EQ(a.resume_global_step(), 10u);
   const tagi::v1::Job j = GetJob(job);
-  ASSERT_EQ(j.recoveries_size(), 1);
-  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("snapshot-000000000010.tagisnap"));
-  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("skipped snapshot-000000000020.tagisnap"));
-  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("checksum"));
+  ASSERT_EQ(j.recoveries_size(), 2);
+  EXPECT_THAT(j.recoveries(0).snapshot(), HasSubstr("step 20 as received"));
+  EXPECT_EQ(j.recoveries(1).reason(), "the coordinator restarted");
+  EXPECT_THAT(j.recoveries(1).snapshot(), HasSubstr("snapshot-000000000010.tagisnap"));
+  EXPECT_THAT(j.recoveries(1).snapshot(), HasSubstr("skipped snapshot-000000000020.tagisnap"));
+  EXPECT_THAT(j.recoveries(1).snapshot(), HasSubstr("checksum"));
   EXPECT_EQ(coord().Stats().snapshots_rejected, 1u);
 }
 
