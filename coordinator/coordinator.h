@@ -220,6 +220,9 @@ class Coordinator {
   absl::StatusOr<JobRecord*> FencedJob(const std::string& job, uint64_t gen)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FindJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job when (job, gen) is the current attempt and it is running.
+  absl::StatusOr<JobRecord*> RunningJobLocked(const std::string& job, uint64_t gen)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when (job, gen) is the current attempt and it is running; takes mu_.
   absl::Status RunningJob(const std::string& job, uint64_t gen) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeSucceedLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

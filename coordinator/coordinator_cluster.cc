@@ -29,15 +29,20 @@ absl::Status CheckModelCrc(const std::string& bytes) {
 
 }  // namespace
 
-absl::Status Coordinator::RunningJob(const std::string& job, uint64_t gen) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<Coordinator::JobRecord*> Coordinator::RunningJobLocked(const std::string& job,
+                                                                      uint64_t gen) {
   auto r = FencedJob(job, gen);
   if (!r.ok()) return r.status();
   if ((*r)->job.state() != tagi::v1::RUNNING) {
     return absl::AbortedError(
         absl::StrFormat("job %s is %s", job, JobStateName((*r)->job.state())));
   }
-  return absl::OkStatus();
+  return r;
+}
+
+absl::Status Coordinator::RunningJob(const std::string& job, uint64_t gen) {
+  absl::MutexLock lock(&mu_);
+  return RunningJobLocked(job, gen).status();
 }
 
 absl::Status Coordinator::StoreSet(const std::string& job, uint64_t gen, const std::string& key,
@@ -149,12 +154,8 @@ absl::Status Coordinator::UploadModel(const std::string& worker_id, const std::s
   }
   {
     absl::MutexLock lock(&mu_);
-    auto r = FencedJob(job, gen);
+    auto r = RunningJobLocked(job, gen);
     if (!r.ok()) return r.status();
-    if ((*r)->job.state() != tagi::v1::RUNNING) {
-      return absl::AbortedError(absl::StrFormat("job %s is %s", job,
-                                                JobStateName((*r)->job.state())));
-    }
     if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
       return absl::PermissionDeniedError("only rank 0 uploads the model");
     }

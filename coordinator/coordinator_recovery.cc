@@ -300,12 +300,8 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   }
   {
     absl::MutexLock lock(&mu_);
-    auto r = FencedJob(job, gen);
+    auto r = RunningJobLocked(job, gen);
     if (!r.ok()) return r.status();
-    if ((*r)->job.state() != tagi::v1::RUNNING) {
-      return absl::AbortedError(
-          absl::StrFormat("job %s is %s", job, JobStateName((*r)->job.state())));
-    }
     if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
       return absl::PermissionDeniedError("only rank 0 uploads snapshots");
     }
@@ -381,12 +377,9 @@ void Coordinator::FlushSnapshots() {
 absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(
     const std::string& worker_id, const std::string& job, uint64_t gen) {
   absl::MutexLock lock(&mu_);
-  auto r = FencedJob(job, gen);
+  auto r = RunningJobLocked(job, gen);
   if (!r.ok()) return r.status();
   const Job& j = (*r)->job;
-  if (j.state() != tagi::v1::RUNNING) {
-    return absl::AbortedError(absl::StrFormat("job %s is %s", job, JobStateName(j.state())));
-  }
   if (std::find(j.workers().begin(), j.workers().end(), worker_id) == j.workers().end()) {
     return absl::PermissionDeniedError(
         absl::StrFormat("worker %s is not in job %s generation %d", worker_id, job, gen));
