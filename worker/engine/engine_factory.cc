@@ -28,6 +28,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const Architecture& arch, s
   if (!gpu.ok()) return gpu.status();
   return std::unique_ptr<Engine>(std::move(*gpu));
 #else
+  (void)arch;
+  (void)max_batch;
   return absl::FailedPreconditionError(absl::StrCat(
       "cuda:", device, ": this build has no CUDA support (nvcc was not found at configure time)"));
 #endif
