@@ -16,6 +16,7 @@
 #include "common/snapshot.h"
 #include "common/status.h"
 #include "worker/collective/gloo/gloo_collective.h"
+#include "worker/collective/nccl/nccl_collective.h"
 #include "worker/collective/tcp/ring_collective.h"
 #include "worker/data/loader.h"
 #include "worker/engine/blas.h"
@@ -125,18 +126,51 @@ void DepartTogether(Store& store, const Assignment& a, absl::Duration timeout) {
   (void)store.Wait(keys, timeout);  // best effort: the work is already done
 }
 
-// The job's backend: Gloo when asked for, our TCP ring otherwise (the CPU
-// default; see README "Collectives" for the figures behind the choice).
+// The job's backend: the one it names, else NCCL for a GPU engine and our
+// TCP ring for a CPU engine (see README "Collectives" for the figures behind
+// the CPU choice). A GPU engine with a CPU backend stages its deltas
+// through host memory.
+tagi::v1::JobSpec::Backend ChooseBackend(const tagi::v1::JobSpec& spec, int device) {
+  if (spec.backend() != tagi::v1::JobSpec::BACKEND_UNSPECIFIED) return spec.backend();
+  return device >= 0 ? tagi::v1::JobSpec::NCCL : tagi::v1::JobSpec::TCP_RING;
+}
+
+// Where this worker runs the job: a "cpu" job on the CPU engine, a
+// "cuda:N" job on the worker's own GPU (--device; the job's N says only
+// that it wants a GPU, the worker owns one). FailedPrecondition when a GPU
+// job reaches a CPU worker.
+absl::StatusOr<int> EngineDevice(const tagi::v1::JobSpec& spec, int worker_device) {
+  TAGI_ASSIGN_OR_RETURN(const int wanted, ParseDevice(spec.device()));
+  if (wanted < 0) return -1;
+  if (worker_device < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job asks for device ", spec.device(),
+        " but this worker runs the CPU engine (start it with --device cuda:N)"));
+  }
+  return worker_device;
+}
+
+// A group is formed for several ranks, and for one when the job names NCCL
+// (so that a world-1 NCCL job exercises its bootstrap through the store).
+bool NeedsGroup(const Assignment& a) {
+  return a.world_size() > 1 || a.spec().backend() == tagi::v1::JobSpec::NCCL;
+}
+
+// `device`: the engine's (EngineDevice).
 absl::StatusOr<std::unique_ptr<Collective>> JoinGroup(Store& store, const Assignment& a,
-                                                      const JobRunnerOptions& options) {
+                                                      const JobRunnerOptions& options,
+                                                      int device) {
   const int rank = static_cast<int>(a.rank());
   const int world = static_cast<int>(a.world_size());
-  switch (a.spec().backend()) {
+  switch (ChooseBackend(a.spec(), device)) {
     case tagi::v1::JobSpec::GLOO:
       return CreateGlooCollective(store, rank, world, {options.host, options.connect_timeout});
     case tagi::v1::JobSpec::NCCL:
-      return absl::FailedPreconditionError(
-          "backend NCCL: this worker runs the CPU engine; NCCL needs a CUDA worker");
+      if (device < 0) {
+        return absl::FailedPreconditionError(
+            "backend NCCL: this job runs the CPU engine; NCCL needs a cuda device");
+      }
+      return CreateNcclCollective(store, rank, world, {device, options.connect_timeout});
     default:
       return CreateRingCollective(store, rank, world, {options.host, options.connect_timeout});
   }
@@ -170,8 +204,9 @@ uint64_t SamplerSeed(const tagi::v1::JobSpec& spec) {
   return DeriveSeed(spec.seed(), kSamplerStream);
 }
 
-Snapshot TakeSnapshot(const Assignment& a, const engine::Model& model, uint64_t epoch,
-                      uint64_t step, uint64_t steps_per_epoch) {
+// The snapshot's fields for (epoch, step), without the parameters.
+Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, uint64_t epoch,
+                        uint64_t step, uint64_t steps_per_epoch) {
   Snapshot s;
   s.job_id = a.job_id();
   s.generation = a.generation();
@@ -182,24 +217,45 @@ Snapshot TakeSnapshot(const Assignment& a, const engine::Model& model, uint64_t 
   // (and the epoch): they are the whole random state of training.
   s.rng_state = {SamplerSeed(a.spec()), DeriveSeed(a.spec().seed(), kInitStream), 0, 0};
   s.sigma_v = SigmaVAtEpoch(a.spec().noise(), epoch);
-  s.parameters.assign(model.parameters().begin(), model.parameters().end());
+  s.parameters.resize(2 * model.num_parameters());
   s.architecture = model.architecture().ToString();
   return s;
+}
+
+absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model,
+                                      uint64_t epoch, uint64_t step, uint64_t steps_per_epoch) {
+  Snapshot s = SnapshotHeader(a, model, epoch, step, steps_per_epoch);
+  TAGI_RETURN_IF_ERROR(model.ReadParameters(s.parameters));
+  return s;
+}
+
+// Rank 0 offers a snapshot; one that cannot be read from the device is
+// skipped with a log line (the next step would fail on that device anyway).
+void OfferSnapshot(SnapshotUploader& uploader, const Assignment& a, engine::Engine& model,
+                   uint64_t epoch, uint64_t step, uint64_t steps_per_epoch) {
+  absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, epoch, step, steps_per_epoch);
+  if (!s.ok()) {
+    std::fprintf(stderr, "job %s: snapshot at epoch %d step %d skipped: %s\n",
+                 a.job_id().c_str(), static_cast<int>(epoch), static_cast<int>(step),
+                 std::string(s.status().message()).c_str());
+    return;
+  }
+  uploader.Offer(*std::move(s));
 }
 
 // Downloads the generation's snapshot and loads it into the model after
 // checking that it is the one announced and fits this job exactly.
 absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worker_id,
-                             const Assignment& a, engine::Model& model, uint64_t steps_per_epoch,
-                             uint64_t* epoch, uint64_t* step) {
+                             const Assignment& a, engine::Engine& model,
+                             uint64_t steps_per_epoch, uint64_t* epoch, uint64_t* step) {
   tagi::v1::DownloadSnapshotRequest req;
   req.set_worker_id(worker_id);
   req.set_job_id(a.job_id());
   req.set_generation(a.generation());
-  const size_t limit = 2 * model.parameters().size_bytes() + (size_t{2} << 20);
+  const size_t limit = 4 * model.num_parameters() * sizeof(float) + (size_t{2} << 20);
   TAGI_ASSIGN_OR_RETURN(const std::string bytes, client.DownloadSnapshot(req, limit));
   TAGI_ASSIGN_OR_RETURN(const Snapshot s, DecodeSnapshot(bytes));
-  const Snapshot expected = TakeSnapshot(a, model, s.epoch, s.step, steps_per_epoch);
+  const Snapshot expected = SnapshotHeader(a, model, s.epoch, s.step, steps_per_epoch);
   std::string wrong;
   if (s.job_id != a.job_id()) wrong = absl::StrCat("it belongs to job ", s.job_id);
   else if (s.global_step != a.resume_global_step()) {
@@ -221,8 +277,7 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
   if (!wrong.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("cannot resume from the snapshot: ", wrong));
   }
-  std::copy(s.parameters.begin(), s.parameters.end(), model.parameters().begin());
-  model.ParametersChanged();
+  TAGI_RETURN_IF_ERROR(model.WriteParameters(s.parameters));
   *epoch = s.epoch;
   *step = s.step;
   return absl::OkStatus();
@@ -240,13 +295,14 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   TAGI_ASSIGN_OR_RETURN(const auto data_ptr, Data(spec, options.data_cache));
   const data::LoadedData& data = *data_ptr;
   progress.set_data_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
-  TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, data, spec.batch_size()));
+  TAGI_ASSIGN_OR_RETURN(const int device, EngineDevice(spec, options.device));
+  TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, data, spec.batch_size(), device));
 
   const absl::Time group_start = clock.Now();
   CoordinatorStore store(client, a.job_id(), a.generation());
   std::unique_ptr<Collective> collective;
-  if (a.world_size() > 1) {
-    TAGI_ASSIGN_OR_RETURN(collective, JoinGroup(store, a, options));
+  if (NeedsGroup(a)) {
+    TAGI_ASSIGN_OR_RETURN(collective, JoinGroup(store, a, options, device));
   }
   // The session may call Abort() until this scope ends: lend it the
   // collective now and take it back before the collective is destroyed.
@@ -270,8 +326,8 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     TAGI_RETURN_IF_ERROR(RestoreSnapshot(client, options.worker_id, a, *model, steps,
                                          &start_epoch, &start_step));
   }
-  TAGI_RETURN_IF_ERROR(
-      VerifyReplicas(store, a, model->ParameterFingerprint(), options.connect_timeout));
+  TAGI_ASSIGN_OR_RETURN(const uint64_t fingerprint, model->ParameterFingerprint());
+  TAGI_RETURN_IF_ERROR(VerifyReplicas(store, a, fingerprint, options.connect_timeout));
   *in_group = true;  // from here on a failure is the group's, not the job's
   progress.set_group_seconds(absl::ToDoubleSeconds(clock.Now() - group_start));
 
@@ -310,7 +366,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
       progress.set_allreduce_bytes(trainer.last_step().allreduce_bytes);
       if (snapshots.has_value() && interval > 0 && step < epoch_steps &&
           progress.global_step() % interval == 0) {
-        snapshots->Offer(TakeSnapshot(a, *model, epoch, step, steps));
+        OfferSnapshot(*snapshots, a, *model, epoch, step, steps);
       }
       // The session sends every report_interval: publishing a copy every
       // step would only be overwritten. A few times per interval suffices.
@@ -328,7 +384,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first, on_step));
     FillEpoch(m, progress.add_epochs());
     if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
-    if (snapshots.has_value()) snapshots->Offer(TakeSnapshot(a, *model, e + 1, 0, steps));
+    if (snapshots.has_value()) OfferSnapshot(*snapshots, a, *model, e + 1, 0, steps);
     control.SetProgress(progress);
   }
   if (collective != nullptr) DepartTogether(store, a, options.connect_timeout);
@@ -338,10 +394,13 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     header.set_worker_id(options.worker_id);
     header.set_job_id(a.job_id());
     header.set_generation(a.generation());
-    header.set_checksum(FingerprintHex(model->ParameterFingerprint()));
+    std::vector<float> parameters(2 * model->num_parameters());
+    TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
+    header.set_checksum(
+        FingerprintHex(Fingerprint64(parameters.data(), parameters.size() * sizeof(float))));
     TAGI_RETURN_IF_ERROR(client.UploadModel(
-        header, engine::EncodeModelFile(model->architecture(), trainer.preprocessing(),
-                                        model->parameters())));
+        header,
+        engine::EncodeModelFile(model->architecture(), trainer.preprocessing(), parameters)));
   }
   return absl::OkStatus();
 }

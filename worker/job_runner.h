@@ -46,6 +46,9 @@ absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache);
 
 struct JobRunnerOptions {
   std::string worker_id;
+  // The worker's GPU (-1: none). Jobs whose device is "cuda:N" run the
+  // CUDA engine on it; "cpu" jobs run the CPU engine.
+  int device = -1;
   int threads = 1;
   std::string host = "127.0.0.1";  // address this worker binds and advertises for Gloo
   absl::Duration connect_timeout = absl::Seconds(30);

@@ -1,19 +1,21 @@
 #include "worker/metrics.h"
 
+#include <httplib.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
-#include <exception>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 namespace tagi {
 
@@ -180,8 +182,23 @@ std::string WorkerMetrics::Scrape() {
   return prometheus::TextSerializer().Serialize(state_->registry->Collect());
 }
 
+// Served by cpp-httplib rather than prometheus-cpp's Exposer: CivetWeb
+// runs its threads on fixed 100 KiB stacks, which glibc shares with the
+// static TLS of every loaded library; with the CUDA runtime and NCCL loaded
+// (GPU builds) a scrape overflowed them (SIGSEGV). httplib's threads have
+// ordinary stacks.
 struct MetricsEndpoint::Server {
-  std::unique_ptr<prometheus::Exposer> exposer;
+  httplib::Server http;
+  std::thread thread;
+  absl::Notification done;  // the accept loop has ended
+  ~Server() {
+    if (!thread.joinable()) return;
+    // stop() is a no-op until the accept loop runs; repeat until it ended.
+    do {
+      http.stop();
+    } while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+    thread.join();
+  }
 };
 
 MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Server> server, int port)
@@ -190,21 +207,36 @@ MetricsEndpoint::~MetricsEndpoint() = default;
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                         WorkerMetrics& metrics) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics address \"", address, "\" is not HOST:PORT"));
+  }
+  const std::string host = address.substr(0, colon);
   auto server = std::make_unique<Server>();
-  try {
-    // CivetWeb throws CivetException (a std::runtime_error) when it cannot
-    // bind; it does not cross this boundary.
-    server->exposer = std::make_unique<prometheus::Exposer>(address, 2);
-  } catch (const std::exception& e) {
+  // httplib's default also sets SO_REUSEPORT, which would let a second
+  // server share a busy port silently.
+  server->http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  server->http.Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Scrape(), "text/plain; version=0.0.4");
+  });
+  const int bound = port == 0 ? server->http.bind_to_any_port(host)
+                              : (server->http.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, " (is the port free?): ", e.what()));
+        absl::StrCat("cannot serve metrics on ", address, " (is the port free?)"));
   }
-  const std::vector<int> ports = server->exposer->GetListeningPorts();
-  if (ports.empty()) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address));
-  }
-  server->exposer->RegisterCollectable(metrics.state_->registry);
-  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(server), ports[0]));
+  Server* raw = server.get();
+  server->thread = std::thread([raw] {
+    raw->http.listen_after_bind();
+    raw->done.Notify();
+  });
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(server), bound));
 }
 
 }  // namespace tagi

@@ -1,7 +1,8 @@
 // tagi-train: single-process TAGI training and evaluation.
 //
-//   tagi-train JOB.json [--epochs N] [--threads T] [--out model.tagi] [--json]
-//   tagi-train --eval model.tagi JOB.json [--json]
+//   tagi-train JOB.json [--epochs N] [--device cpu|cuda:N] [--threads T] [--out model.tagi]
+//              [--json]
+//   tagi-train --eval model.tagi JOB.json [--device cpu|cuda:N] [--json]
 //
 // The reference that data-parallel runs are checked against, and what a
 // researcher runs first. main() parses flags into Options and calls Run().
@@ -24,12 +25,15 @@
 #include "common/status.h"
 #include "worker/data/loader.h"
 #include "worker/engine/blas.h"
+#include "worker/engine/engine_factory.h"
 #include "worker/engine/model.h"
 #include "worker/engine/model_file.h"
 #include "worker/trainer.h"
 
 ABSL_FLAG(int, epochs, 0, "Override the job's number of epochs (0: the job's).");
 ABSL_FLAG(int, threads, 1, "BLAS threads of the CPU engine.");
+ABSL_FLAG(std::string, device, "",
+          "\"cpu\" or \"cuda:N\": where to train (empty: the job's \"device\").");
 ABSL_FLAG(std::string, out, "", "Write the trained model to this file.");
 ABSL_FLAG(bool, json, false, "End with one JSON line of final metrics on stdout.");
 ABSL_FLAG(std::string, eval, "", "Evaluate this model file on the job's test data instead of training.");
@@ -42,6 +46,7 @@ struct Options {
   std::string job_path;
   int epochs = 0;
   int threads = 1;
+  std::string device;  // empty: the job's
   std::string out;
   bool json = false;
   std::string eval;
@@ -70,13 +75,8 @@ std::string MetricsJson(const tagi::v1::JobSpec& spec, const EvalMetrics& m) {
 absl::StatusOr<tagi::v1::JobSpec> LoadJob(const Options& opt) {
   TAGI_ASSIGN_OR_RETURN(tagi::v1::JobSpec spec, LoadJobSpecFile(opt.job_path));
   if (opt.epochs > 0) spec.set_epochs(static_cast<uint32_t>(opt.epochs));
+  if (!opt.device.empty()) spec.set_device(opt.device);
   TAGI_RETURN_IF_ERROR(ValidateJobSpec(spec));
-  TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
-  if (device >= 0) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "device \"%s\": this build of tagi-train runs the CPU engine only; set \"device\": "
-        "\"cpu\"", spec.device()));
-  }
   TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
   return spec;
 }
@@ -101,35 +101,39 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
   if (!input.empty()) data::Apply(input, test.inputs, test.input_dim);
   if (!target.empty()) data::Apply(target, test.targets, test.output_dim);
 
-  TAGI_ASSIGN_OR_RETURN(auto model, engine::Model::Create(arch, kEvalBatch));
-  std::copy(file.parameters.begin(), file.parameters.end(), model->parameters().begin());
-  model->ParametersChanged();
+  TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
+  TAGI_ASSIGN_OR_RETURN(auto model, engine::CreateEngine(arch, kEvalBatch, device));
+  TAGI_RETURN_IF_ERROR(model->WriteParameters(file.parameters));
   const float sigma_v = SigmaVAtEpoch(spec.noise(), spec.epochs() - 1);
-  const EvalMetrics m =
-      MetricsFromSums(ScoreModel(*model, test, target, sigma_v, kEvalBatch, 0, test.num_samples),
-                      test.is_classification());
+  TAGI_ASSIGN_OR_RETURN(
+      const EvalSums sums,
+      ScoreModel(*model, test, target, sigma_v, kEvalBatch, 0, test.num_samples));
+  const EvalMetrics m = MetricsFromSums(sums, test.is_classification());
+  TAGI_ASSIGN_OR_RETURN(const uint64_t fingerprint, model->ParameterFingerprint());
   std::fprintf(stderr, "%s: %zu test samples  %s\n", opt.eval.c_str(), m.samples,
                MetricsText(spec, m).c_str());
   if (opt.json) {
     std::printf("{\"model\":\"%s\",\"test_samples\":%zu,%s,\"parameter_checksum\":\"%s\"}\n",
                 opt.eval.c_str(), m.samples, MetricsJson(spec, m).c_str(),
-                FingerprintHex(model->ParameterFingerprint()).c_str());
+                FingerprintHex(fingerprint).c_str());
   }
   return absl::OkStatus();
 }
 
 absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec) {
   TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
-  TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, d, spec.batch_size()));
+  TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
+  TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, d, spec.batch_size(), device));
   const engine::Architecture& arch = model->architecture();
   RealClock clock;
   TrainerOptions options;
   options.eval_batch = kEvalBatch;
   Trainer trainer(spec, *model, d, clock, std::move(options));
-  std::fprintf(stderr, "%s: %s, %zu parameters, %zu training / %zu test samples, batch %u\n",
+  std::fprintf(stderr,
+               "%s: %s, %zu parameters, %zu training / %zu test samples, batch %u, on %s\n",
                spec.name().empty() ? opt.job_path.c_str() : spec.name().c_str(),
                arch.ToString().c_str(), arch.num_parameters(), d.data.train.num_samples,
-               d.data.test.num_samples, spec.batch_size());
+               d.data.test.num_samples, spec.batch_size(), model->device().c_str());
 
   const bool bar = opt.progress && ::isatty(STDERR_FILENO);
   ProgressPrinter printer(stderr, clock, absl::Milliseconds(100));
@@ -162,10 +166,13 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec) {
                  train_acc.c_str(), MetricsText(spec, last.test).c_str(), last.sigma_v,
                  HumanCount(last.samples_per_second).c_str(), last.seconds);
   }
-  const std::string checksum = FingerprintHex(model->ParameterFingerprint());
+  std::vector<float> parameters(2 * model->num_parameters());
+  TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
+  const std::string checksum =
+      FingerprintHex(Fingerprint64(parameters.data(), parameters.size() * sizeof(float)));
   if (!opt.out.empty()) {
     TAGI_RETURN_IF_ERROR(
-        engine::SaveModelFile(opt.out, arch, trainer.preprocessing(), model->parameters()));
+        engine::SaveModelFile(opt.out, arch, trainer.preprocessing(), parameters));
     std::fprintf(stderr, "model written to %s (parameter checksum %s)\n", opt.out.c_str(),
                  checksum.c_str());
   }
@@ -201,8 +208,9 @@ int Run(const Options& opt) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "single-process TAGI training.\n"
-      "  tagi-train JOB.json [--epochs N] [--threads T] [--out model.tagi] [--json]\n"
-      "  tagi-train --eval model.tagi JOB.json [--json]\n"
+      "  tagi-train JOB.json [--epochs N] [--device cpu|cuda:N] [--threads T] [--out model.tagi]\n"
+      "             [--json]\n"
+      "  tagi-train --eval model.tagi JOB.json [--device cpu|cuda:N] [--json]\n"
       "Run with --helpfull for every flag.");
   std::vector<char*> args = tagi::ParseFlags(argc, argv);
   if (args.size() != 2) {
@@ -214,6 +222,7 @@ int main(int argc, char** argv) {
   opt.job_path = args[1];
   opt.epochs = absl::GetFlag(FLAGS_epochs);
   opt.threads = absl::GetFlag(FLAGS_threads);
+  opt.device = absl::GetFlag(FLAGS_device);
   opt.out = absl::GetFlag(FLAGS_out);
   opt.json = absl::GetFlag(FLAGS_json);
   opt.eval = absl::GetFlag(FLAGS_eval);

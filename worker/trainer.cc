@@ -8,6 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
 #include "common/rng.h"
+#include "common/status.h"
+#include "worker/engine/engine_factory.h"
 #include "worker/engine/output.h"
 
 namespace tagi {
@@ -25,11 +27,11 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void ScoreClassification(engine::Model& model, const data::Dataset& test, size_t first,
-                         size_t n, std::vector<float>& probs, EvalSums& s) {
+absl::Status ScoreClassification(engine::Engine& model, const data::Dataset& test, size_t first,
+                                 size_t n, std::vector<float>& probs, EvalSums& s) {
   const int k = test.num_classes;
   probs.resize(n * static_cast<size_t>(k));
-  model.ClassProbabilities(n, probs.data());
+  TAGI_RETURN_IF_ERROR(model.ClassProbabilities(n, probs.data()));
   for (size_t i = 0; i < n; ++i) {
     const float* p = probs.data() + i * static_cast<size_t>(k);
     const int label = test.labels[first + i];
@@ -37,13 +39,14 @@ void ScoreClassification(engine::Model& model, const data::Dataset& test, size_t
     s.log_likelihood += std::log(std::max<double>(p[label], kMinProbability));
   }
   s.observed += static_cast<double>(n);
+  return absl::OkStatus();
 }
 
-void ScoreRegression(engine::Model& model, const data::Dataset& test,
-                     const data::Standardizer& target, float sigma_v, size_t first, size_t n,
-                     EvalSums& s) {
+absl::Status ScoreRegression(engine::Engine& model, const data::Dataset& test,
+                             const data::Standardizer& target, float sigma_v, size_t first,
+                             size_t n, EvalSums& s) {
   const size_t width = test.output_dim;
-  const auto out = model.output();
+  TAGI_ASSIGN_OR_RETURN(const engine::ConstGaussianView out, model.Output(n));
   const double var_v = static_cast<double>(sigma_v) * sigma_v;
   for (size_t i = 0; i < n * width; ++i) {
     const size_t col = i % width;
@@ -57,6 +60,7 @@ void ScoreRegression(engine::Model& model, const data::Dataset& test,
     s.log_likelihood += -0.5 * (kLogTwoPi + std::log(var) + err * err / var);
     s.observed += 1.0;
   }
+  return absl::OkStatus();
 }
 
 absl::Status CheckDataFitsModel(const data::LoadedData& d, const engine::Architecture& arch) {
@@ -83,30 +87,29 @@ engine::InitOptions InitOptionsFromSpec(const tagi::v1::JobSpec& spec) {
           InitGainWeight(init), InitGainBias(init)};
 }
 
-absl::StatusOr<std::unique_ptr<engine::Model>> BuildModel(const tagi::v1::JobSpec& spec,
-                                                          const data::LoadedData& data,
-                                                          size_t max_batch) {
-  auto arch = engine::ArchitectureFromJobSpec(spec);
-  if (!arch.ok()) return arch.status();
-  if (auto st = CheckDataFitsModel(data, *arch); !st.ok()) return st;
-  auto model = engine::Model::Create(*arch, max_batch);
-  if (!model.ok()) return model.status();
-  (*model)->Initialize(DeriveSeed(spec.seed(), kInitStream), InitOptionsFromSpec(spec));
+absl::StatusOr<std::unique_ptr<engine::Engine>> BuildModel(const tagi::v1::JobSpec& spec,
+                                                           const data::LoadedData& data,
+                                                           size_t max_batch, int device) {
+  TAGI_ASSIGN_OR_RETURN(const engine::Architecture arch, engine::ArchitectureFromJobSpec(spec));
+  TAGI_RETURN_IF_ERROR(CheckDataFitsModel(data, arch));
+  TAGI_ASSIGN_OR_RETURN(auto model, engine::CreateEngine(arch, max_batch, device));
+  TAGI_RETURN_IF_ERROR(
+      model->Initialize(DeriveSeed(spec.seed(), kInitStream), InitOptionsFromSpec(spec)));
   return model;
 }
 
-EvalSums ScoreModel(engine::Model& model, const data::Dataset& test,
-                    const data::Standardizer& target, float sigma_v, size_t eval_batch,
-                    size_t first, size_t last) {
+absl::StatusOr<EvalSums> ScoreModel(engine::Engine& model, const data::Dataset& test,
+                                    const data::Standardizer& target, float sigma_v,
+                                    size_t eval_batch, size_t first, size_t last) {
   EvalSums s;
   std::vector<float> probs;
   for (size_t begin = first; begin < last; begin += eval_batch) {
     const size_t n = std::min(eval_batch, last - begin);
-    model.Forward(test.inputs.data() + begin * test.input_dim, n);
+    TAGI_RETURN_IF_ERROR(model.Forward(test.inputs.data() + begin * test.input_dim, n));
     if (test.is_classification()) {
-      ScoreClassification(model, test, begin, n, probs, s);
+      TAGI_RETURN_IF_ERROR(ScoreClassification(model, test, begin, n, probs, s));
     } else {
-      ScoreRegression(model, test, target, sigma_v, begin, n, s);
+      TAGI_RETURN_IF_ERROR(ScoreRegression(model, test, target, sigma_v, begin, n, s));
     }
     s.samples += static_cast<double>(n);
   }
@@ -126,7 +129,7 @@ EvalMetrics MetricsFromSums(const EvalSums& s, bool classification) {
   return m;
 }
 
-Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Model& model,
+Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
                  const data::LoadedData& data, Clock& clock, TrainerOptions options)
     : spec_(spec),
       model_(model),
@@ -148,7 +151,7 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Model& model,
   } else {
     targets_.resize(b * train.output_dim);
   }
-  model_.Reserve(std::max(b, options_.eval_batch));
+  reserve_status_ = model_.Reserve(std::max(b, options_.eval_batch));
 }
 
 void Trainer::GatherBatch(uint64_t epoch, size_t step) {
@@ -168,34 +171,34 @@ void Trainer::GatherBatch(uint64_t epoch, size_t step) {
 }
 
 absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
-  std::span<float> buffer = model_.reduce_buffer();
-  float& control = buffer.back();
-  control = stop_vote ? 1.0f : 0.0f;
+  TAGI_ASSIGN_OR_RETURN(std::span<float> buffer,
+                        model_.BeginReduce(options_.collective->AcceptsDeviceMemory(),
+                                           stop_vote ? 1.0f : 0.0f));
   const auto start = std::chrono::steady_clock::now();
   if (auto st = options_.collective->AllReduceSum(buffer, options_.collective_timeout); !st.ok()) {
     return st;
   }
   timings_.allreduce_seconds = SecondsSince(start);
   timings_.allreduce_bytes = buffer.size_bytes();
+  const float scale = IsSumReduction(spec_) ? 1.0f : 1.0f / static_cast<float>(world_);
+  TAGI_ASSIGN_OR_RETURN(const float control, model_.EndReduce(scale));
   *stop_agreed = control > 0.0f;
-  if (!IsSumReduction(spec_)) {
-    const float inv_world = 1.0f / static_cast<float>(world_);
-    for (float& v : model_.deltas()) v *= inv_world;
-  }
   return absl::OkStatus();
 }
 
 absl::Status Trainer::Step(uint64_t epoch, size_t step) {
+  TAGI_RETURN_IF_ERROR(reserve_status_);
   const auto start = std::chrono::steady_clock::now();
   sigma_v_ = SigmaVAtEpoch(spec_.noise(), epoch);
   GatherBatch(epoch, step);
   const size_t b = indices_.size();
-  model_.TrainStepLocal(x_.data(), labels_.empty() ? nullptr : labels_.data(),
-                        targets_.empty() ? nullptr : targets_.data(), b, sigma_v_);
+  TAGI_RETURN_IF_ERROR(model_.TrainStep(x_.data(), labels_.empty() ? nullptr : labels_.data(),
+                                        targets_.empty() ? nullptr : targets_.data(), b,
+                                        sigma_v_));
   if (!labels_.empty()) {
     // The forward pass of this step doubles as a training-accuracy probe.
     const int k = data_.data.train.num_classes;
-    model_.ClassProbabilities(b, probs_.data());
+    TAGI_RETURN_IF_ERROR(model_.ClassProbabilities(b, probs_.data()));
     for (size_t i = 0; i < b; ++i) {
       if (engine::Argmax(probs_.data() + i * static_cast<size_t>(k), k) == labels_[i]) ++correct_;
     }
@@ -206,7 +209,7 @@ absl::Status Trainer::Step(uint64_t epoch, size_t step) {
     if (auto st = Reduce(stop_vote, &stop); !st.ok()) return st;
   }
   if (stop) return absl::CancelledError("training stopped on request");
-  model_.ApplyStep(cap_factor_);
+  TAGI_RETURN_IF_ERROR(model_.ApplyStep(cap_factor_));
   timings_.step_seconds = SecondsSince(start);
   return absl::OkStatus();
 }
@@ -242,7 +245,9 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate() {
   const size_t n = test.num_samples;
   const size_t first = n * static_cast<size_t>(rank_) / static_cast<size_t>(world_);
   const size_t last = n * static_cast<size_t>(rank_ + 1) / static_cast<size_t>(world_);
-  EvalSums s = ScoreModel(model_, test, data_.target, sigma_v_, options_.eval_batch, first, last);
+  TAGI_ASSIGN_OR_RETURN(
+      EvalSums s,
+      ScoreModel(model_, test, data_.target, sigma_v_, options_.eval_batch, first, last));
   if (options_.collective != nullptr) {
     // Float sums: counts stay exact up to 2^24 samples; the log-likelihood
     // sum keeps about seven significant digits.

@@ -16,6 +16,9 @@
 // and the sums are all-reduced, so every rank gets the whole-split metrics.
 //
 // tagi-train drives it without a collective; the worker with its group.
+// The model runs on an engine::Engine (CPU or CUDA): the reduce buffer is
+// in device memory when the engine and the collective both can, else in
+// host memory.
 // Not thread-safe; one thread runs a Trainer.
 #ifndef TAGI_WORKER_TRAINER_H_
 #define TAGI_WORKER_TRAINER_H_
@@ -34,7 +37,7 @@
 #include "worker/collective/collective.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
-#include "worker/engine/model.h"
+#include "worker/engine/engine.h"
 #include "worker/engine/model_file.h"
 
 namespace tagi {
@@ -82,7 +85,7 @@ class Trainer {
  public:
   // REQUIRES: the model was built from spec and data was loaded for it; all
   // three and the clock outlive the trainer.
-  Trainer(const tagi::v1::JobSpec& spec, engine::Model& model,
+  Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
           const data::LoadedData& data, Clock& clock, TrainerOptions options);
 
   size_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
@@ -110,7 +113,8 @@ class Trainer {
   absl::Status Reduce(bool stop_vote, bool* stop_agreed);
 
   const tagi::v1::JobSpec& spec_;
-  engine::Model& model_;
+  engine::Engine& model_;
+  absl::Status reserve_status_;  // of the constructor's Reserve; Step returns it
   const data::LoadedData& data_;
   Clock& clock_;
   TrainerOptions options_;
@@ -132,11 +136,12 @@ class Trainer {
 // The model's initialisation options from the job (method and gains).
 engine::InitOptions InitOptionsFromSpec(const tagi::v1::JobSpec& spec);
 
-// Builds the job's model, initialised from the job seed (identical on every
-// rank), after checking that the loaded data fits its first and last layers.
-absl::StatusOr<std::unique_ptr<engine::Model>> BuildModel(const tagi::v1::JobSpec& spec,
-                                                          const data::LoadedData& data,
-                                                          size_t max_batch);
+// Builds the job's model on `device` (-1: the CPU, N: cuda:N), initialised
+// from the job seed (identical on every rank and device), after checking
+// that the loaded data fits its first and last layers.
+absl::StatusOr<std::unique_ptr<engine::Engine>> BuildModel(const tagi::v1::JobSpec& spec,
+                                                           const data::LoadedData& data,
+                                                           size_t max_batch, int device = -1);
 
 // Sums of a (possibly partial) evaluation, to be combined across ranks.
 struct EvalSums {
@@ -148,9 +153,9 @@ struct EvalSums {
 };
 
 // Scores samples [first, last) of `test` (used by Trainer and --eval).
-EvalSums ScoreModel(engine::Model& model, const data::Dataset& test,
-                    const data::Standardizer& target, float sigma_v, size_t eval_batch,
-                    size_t first, size_t last);
+absl::StatusOr<EvalSums> ScoreModel(engine::Engine& model, const data::Dataset& test,
+                                    const data::Standardizer& target, float sigma_v,
+                                    size_t eval_batch, size_t first, size_t last);
 EvalMetrics MetricsFromSums(const EvalSums& sums, bool classification);
 
 }  // namespace tagi

@@ -1,7 +1,7 @@
 // tagi-worker: one per GPU (or per CPU host). Joins the coordinator, trains
 // the shards it is assigned, and waits for the next job.
 //
-//   tagi-worker --coord HOST:PORT [--device cpu] [--threads T] [--host ADDR]
+//   tagi-worker --coord HOST:PORT [--device cpu|cuda:N] [--threads T] [--host ADDR]
 //               [--metrics HOST:PORT [--metrics-port-file FILE]]
 #include <unistd.h>
 
@@ -19,10 +19,13 @@
 #include "common/job_spec.h"
 #include "common/signals.h"
 #include "worker/agent.h"
+#include "worker/engine/cuda/device.h"
 #include "worker/metrics.h"
 
 ABSL_FLAG(std::string, coord, "", "The coordinator's gRPC address, HOST:PORT.");
-ABSL_FLAG(std::string, device, "cpu", "\"cpu\" (the CUDA engine arrives with the GPU issue).");
+ABSL_FLAG(std::string, device, "cpu",
+          "\"cpu\", or \"cuda:N\" to run the CUDA engine on GPU N (NCCL becomes the default "
+          "backend of its jobs).");
 ABSL_FLAG(int, threads, 1, "BLAS threads for the CPU engine.");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "Address this worker binds and advertises to its peers for the collective.");
@@ -41,7 +44,7 @@ int main(int argc, char** argv) {
   tagi::InstallTerminationHandler();
   absl::SetProgramUsageMessage(
       "a tagi-ddp worker.\n"
-      "  tagi-worker --coord HOST:PORT [--device cpu] [--threads T] [--host ADDR]\n"
+      "  tagi-worker --coord HOST:PORT [--device cpu|cuda:N] [--threads T] [--host ADDR]\n"
       "              [--metrics HOST:PORT [--metrics-port-file FILE]]\n"
       "Run with --helpfull for every flag.");
   std::vector<char*> args = tagi::ParseFlags(argc, argv);
@@ -66,11 +69,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto device = tagi::ParseDevice(opt.device);
-  if (!device.ok() || *device >= 0) {
-    std::fprintf(stderr, "tagi-worker: --device \"%s\": this build runs CPU workers only\n",
-                 opt.device.c_str());
+  if (!device.ok()) {
+    std::fprintf(stderr, "tagi-worker: --device: %s\n",
+                 std::string(device.status().message()).c_str());
     return 2;
   }
+  if (*device >= 0) {
+    const tagi::engine::cuda::DeviceList gpus = tagi::engine::cuda::ListCudaDevices();
+    if (static_cast<size_t>(*device) >= gpus.devices.size()) {
+      std::fprintf(stderr, "tagi-worker: --device %s: %s\n", opt.device.c_str(),
+                   gpus.devices.empty()
+                       ? gpus.reason.c_str()
+                       : absl::StrCat("this host has ", gpus.devices.size(), " GPU(s)").c_str());
+      return 2;
+    }
+  }
+  opt.runner.device = *device;
   if (opt.runner.threads < 1 || opt.runner.threads > 256) {
     std::fprintf(stderr, "tagi-worker: --threads must be in 1..256\n");
     return 2;

@@ -42,6 +42,7 @@
 #include "worker/data/sampler.h"
 #include "worker/engine/architecture.h"
 #include "worker/engine/model.h"
+#include "worker/engine/cpu_engine.h"
 #include "worker/trainer.h"
 
 namespace tagi {
@@ -156,13 +157,14 @@ Diff MaxPlainRelativeDiff(const std::vector<float>& a, const std::vector<float>&
 std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data, size_t steps) {
   auto model = MakeModel(spec);
   if (model == nullptr) return {};
+  engine::CpuEngine engine(std::move(model));
   RealClock clock;
-  Trainer trainer(spec, *model, data, clock, TrainerOptions{});
+  Trainer trainer(spec, engine, data, clock, TrainerOptions{});
   for (size_t s = 0; s < steps; ++s) {
     const absl::Status st = trainer.Step(0, s);
     EXPECT_TRUE(st.ok()) << "step " << s << ": " << st;
   }
-  return Params(*model);
+  return Params(engine.model());
 }
 
 enum class Backend { kInProcess, kGloo, kRing };
@@ -196,18 +198,19 @@ void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::Lo
                size_t steps, std::function<bool()> stop, RankRun& run) {
   auto model = MakeModel(spec);
   ASSERT_NE(model, nullptr);
+  engine::CpuEngine engine(std::move(model));
   RealClock clock;
   TrainerOptions options;
   options.collective = &member;
   options.collective_timeout = kTimeout;
   options.stop_requested = std::move(stop);
-  Trainer trainer(spec, *model, data, clock, std::move(options));
+  Trainer trainer(spec, engine, data, clock, std::move(options));
   ASSERT_EQ(trainer.rank(), rank);
   for (size_t s = 0; s < steps; ++s) {
     run.steps.push_back(trainer.Step(0, s));
     if (!run.steps.back().ok()) break;
   }
-  run.params = Params(*model);
+  run.params = Params(engine.model());
 }
 
 // Two ranks, each with its own model, trainer and collective member.

@@ -31,6 +31,9 @@ class Collective {
   virtual absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) = 0;
   virtual absl::Status Barrier(absl::Duration timeout) = 0;
   virtual void Abort() = 0;
+  // Whether AllReduceSum and Broadcast take spans in GPU memory (NCCL);
+  // the others take host memory only.
+  virtual bool AcceptsDeviceMemory() const { return false; }
 };
 
 // How a rank joins a group over TCP (the Gloo and ring backends).

@@ -1,0 +1,26 @@
+// The row-major product of blas.h on the GPU: one cublasSgemm call.
+// cuBLAS is column-major, and a row-major matrix is the column-major view of
+// its transpose, so C = op(A) op(B) (row-major) is computed as the
+// column-major C^T = op(B)^T op(A)^T: the operands swap places, each keeps
+// its own transpose flag, and m and n swap. Internal to worker/engine/cuda.
+#ifndef TAGI_WORKER_ENGINE_CUDA_CUBLAS_GEMM_H_
+#define TAGI_WORKER_ENGINE_CUDA_CUBLAS_GEMM_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "worker/engine/blas.h"
+#include "worker/engine/cuda/device_memory.h"
+
+namespace tagi::engine::cuda {
+
+// C[m x n] = op(A)[m x k] * op(B)[k x n] + beta * C, on the handle's stream.
+// Leading dimensions are those of the stored (untransposed) row-major
+// matrices. InvalidArgument when a size does not fit cuBLAS's int.
+absl::Status Gemm(const CublasHandle& handle, Trans ta, Trans tb, size_t m, size_t n, size_t k,
+                  const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
+                  size_t ldc);
+
+}  // namespace tagi::engine::cuda
+
+#endif  // TAGI_WORKER_ENGINE_CUDA_CUBLAS_GEMM_H_

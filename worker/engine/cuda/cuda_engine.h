@@ -1,0 +1,84 @@
+// CudaEngine: the TAGI engine on one GPU (shared/TAGI.md; the CPU Model in
+// worker/engine/model.h is its numerical spec).
+//
+// Every product is one cuBLAS SGEMM in plain fp32 and every elementwise
+// stage one fused kernel (kernels.h), all queued on the engine's own
+// stream; nothing inside a step goes through host memory except the batch
+// itself (in) and a copy of the output units (out, for the accuracy probe),
+// both through pinned buffers.
+//
+// Device memory: one model arena holds the parameters, the deltas, the
+// derived buffers of every LINEAR layer (mu_w^2, mu_w^2 + var_w) and the
+// hierarchical-softmax tables; one batch arena holds the per-batch states,
+// sized by Reserve. The parameters and deltas keep the host layout of
+// model.h ([mu of N][var of N], the same offsets within each half), except
+// that the var half starts at N rounded up to 64 floats so that every
+// product sees 256-byte-aligned operands; the padding is zero and stays
+// zero. Read/WriteParameters and the host-staged reduce convert to and from
+// the packed host layout, so files, snapshots and CPU ranks see exactly the
+// CPU arena. The device reduce buffer is [mu N_pad][var N_pad][control].
+//
+// Requires the build's CUDA support (worker/engine/engine_factory.h is the
+// entry point that works in every build). Not thread-safe: one thread
+// drives an engine; every call makes the engine's device current first.
+#ifndef TAGI_WORKER_ENGINE_CUDA_CUDA_ENGINE_H_
+#define TAGI_WORKER_ENGINE_CUDA_CUDA_ENGINE_H_
+
+#include <memory>
+#include <span>
+
+#include "worker/engine/engine.h"
+
+namespace tagi::engine::cuda {
+
+struct CudaEngineState;  // CUDA handles and buffers, defined in cuda_engine.cc
+
+class CudaEngine final : public Engine {
+ public:
+  // InvalidArgument for an invalid architecture; FailedPrecondition when
+  // the device does not exist or the driver cannot run it (its message is
+  // the runtime's); ResourceExhausted when the model does not fit.
+  static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(const Architecture& arch,
+                                                            size_t max_batch, int device);
+  ~CudaEngine() override;
+  CudaEngine(const CudaEngine&) = delete;
+  CudaEngine& operator=(const CudaEngine&) = delete;
+
+  int ordinal() const;
+
+  const Architecture& architecture() const override;
+  std::string device() const override;
+  absl::Status Reserve(size_t max_batch) override;
+  absl::Status Initialize(uint64_t seed, const InitOptions& options) override;
+  absl::Status ReadParameters(std::span<float> out) override;
+  absl::Status WriteParameters(std::span<const float> in) override;
+  absl::Status ReadDeltas(std::span<float> out) override;
+  absl::StatusOr<uint64_t> ParameterFingerprint() override;
+  absl::Status Forward(const float* x, size_t batch) override;
+  absl::StatusOr<ConstGaussianView> Output(size_t batch) override;
+  absl::Status ClassProbabilities(size_t batch, float* probs) override;
+  absl::Status TrainStep(const float* x, const int32_t* labels, const float* targets, size_t batch,
+                         float sigma_v) override;
+  absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
+  absl::StatusOr<float> EndReduce(float scale) override;
+  absl::Status ApplyStep(float cap_factor) override;
+
+  // For tests: the innovations of the output units written by the last
+  // TrainStep's output update, [batch][output_width] each.
+  absl::Status ReadOutputInnovations(size_t batch, std::span<float> delta_mu,
+                                     std::span<float> delta_var);
+
+ private:
+  explicit CudaEngine(std::unique_ptr<CudaEngineState> state);
+  absl::Status Upload(const float* x, const int32_t* labels, const float* targets, size_t batch);
+  absl::Status RunForward(size_t batch);
+  absl::Status RunBackward(size_t batch);
+  absl::Status OutputUpdate(size_t batch, float sigma_v, bool classification);
+  absl::Status WaitForOutput();
+
+  std::unique_ptr<CudaEngineState> s_;
+};
+
+}  // namespace tagi::engine::cuda
+
+#endif  // TAGI_WORKER_ENGINE_CUDA_CUDA_ENGINE_H_

@@ -1,0 +1,287 @@
+// Kernels of kernels.h. Plain grid-stride loops, one element per thread
+// step: the products dominate the time, these only have to stream memory.
+// Every formula mirrors the CPU engine's, including the order of float
+// operations where that order is visible in the result.
+#include <math.h>
+
+#include "worker/engine/cuda/kernels.h"
+
+namespace tagi::engine::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr size_t kMaxBlocks = size_t{1} << 16;
+
+int Blocks(size_t n) {
+  const size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+#define TAGI_GRID_STRIDE(i, n)                                                         \
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+
+// Launches kernel<<<Blocks(n), kThreads, 0, stream>>>(args...) unless n is 0.
+template <typename... Params, typename... Args>
+cudaError_t Launch(void (*kernel)(Params...), size_t n, cudaStream_t stream, Args... args) {
+  if (n == 0) return cudaSuccess;
+  kernel<<<Blocks(n), kThreads, 0, stream>>>(args...);
+  return cudaGetLastError();
+}
+
+struct Moments {
+  float mu;
+  float var;
+  float jcb;
+};
+
+constexpr float kMixtureFloor = 1e-6f;
+constexpr double kInvSqrt2 = 0.70710678118654752;
+constexpr double kInvSqrt2Pi = 0.39894228040143268;
+
+__device__ Moments MixtureRelu(float mu_f, float var_f) {
+  if (!(var_f > 0.0f)) {
+    const float m = mu_f < kMixtureFloor ? kMixtureFloor : mu_f;
+    return {m, kMixtureFloor, mu_f > 0.0f ? 1.0f : 0.0f};
+  }
+  // In double, as on the CPU: var_a = E[a^2] - mu_a^2 cancels for large mu/sd.
+  const double mu = mu_f;
+  const double var = var_f;
+  const double sd = sqrt(var);
+  const double alpha = mu / sd;
+  const double cdf = 0.5 * erfc(-alpha * kInvSqrt2);
+  const double pdf = kInvSqrt2Pi * exp(-0.5 * alpha * alpha);
+  const double mu_a = mu * cdf + sd * pdf;
+  const double second = (mu * mu + var) * cdf + mu * sd * pdf;
+  const double var_a = second - mu_a * mu_a;
+  const float m = static_cast<float>(mu_a);
+  const float v = static_cast<float>(var_a);
+  return {m < kMixtureFloor ? kMixtureFloor : m, v < kMixtureFloor ? kMixtureFloor : v,
+          static_cast<float>(cdf)};
+}
+
+__device__ Moments Activate(int kind, float slope, float mu, float var) {
+  switch (kind) {
+    case kRelu:
+      return mu > 0.0f ? Moments{mu, var, 1.0f} : Moments{0.0f, 0.0f, 0.0f};
+    case kLeakyRelu:
+      return mu > 0.0f ? Moments{mu, var, 1.0f} : Moments{slope * mu, slope * slope * var, slope};
+    case kSigmoid: {
+      const float s = 1.0f / (1.0f + expf(-mu));
+      const float d = s * (1.0f - s);
+      return {s, d * d * var, d};
+    }
+    case kTanh: {
+      const float t = tanhf(mu);
+      const float d = 1.0f - t * t;
+      return {t, d * d * var, d};
+    }
+    case kSoftplus: {
+      const float sp = mu > 0.0f ? mu + log1pf(expf(-mu)) : log1pf(expf(mu));
+      const float d = 1.0f / (1.0f + expf(-mu));
+      return {sp, d * d * var, d};
+    }
+    case kMixtureRelu:
+      return MixtureRelu(mu, var);
+    default:
+      return {mu, var, 1.0f};
+  }
+}
+
+__device__ void Observe(float mu, float var, float y, float var_v, float* dmu, float* dvar) {
+  const float k = 1.0f / (var + var_v);
+  if (isnan(y) || !isfinite(k)) {
+    *dmu = 0.0f;
+    *dvar = 0.0f;
+    return;
+  }
+  *dmu = k * (y - mu);
+  *dvar = -k;
+}
+
+// d clamped to [-cap, cap] exactly as std::min(std::max(d, -cap), cap).
+__device__ float Capped(float d, float cap) {
+  const float lo = d < -cap ? -cap : d;
+  return cap < lo ? cap : lo;
+}
+
+__global__ void BroadcastBiasKernel(const float* mu_b, const float* var_b, size_t out, size_t n,
+                                    float* mu_z, float* var_z) {
+  TAGI_GRID_STRIDE(i, n) {
+    const size_t o = i % out;
+    mu_z[i] = mu_b[o];
+    var_z[i] = var_b[o];
+  }
+}
+
+__global__ void SquareKernel(const float* x, size_t n, float* y) {
+  TAGI_GRID_STRIDE(i, n) { y[i] = x[i] * x[i]; }
+}
+
+__global__ void ReluKernel(const float* mz, const float* vz, size_t n, float* ma, float* va,
+                           float* jcb) {
+  TAGI_GRID_STRIDE(i, n) {
+    const float on = mz[i] > 0.0f ? 1.0f : 0.0f;
+    ma[i] = on * mz[i];
+    va[i] = on * vz[i];
+    jcb[i] = on;
+  }
+}
+
+__global__ void ActivationKernel(int kind, float slope, const float* mz, const float* vz, size_t n,
+                                 float* ma, float* va, float* jcb) {
+  TAGI_GRID_STRIDE(i, n) {
+    const Moments m = Activate(kind, slope, mz[i], vz[i]);
+    ma[i] = m.mu;
+    va[i] = m.var;
+    jcb[i] = m.jcb;
+  }
+}
+
+__global__ void ActivationBackwardKernel(const float* jcb, const float* dmu, const float* dvar,
+                                         size_t n, float* dmu_in, float* dvar_in) {
+  TAGI_GRID_STRIDE(i, n) {
+    dmu_in[i] = jcb[i] * dmu[i];
+    dvar_in[i] = jcb[i] * jcb[i] * dvar[i];
+  }
+}
+
+__global__ void RegressionKernel(const float* mu, const float* var, const float* y, size_t n,
+                                 float var_v, float* dmu, float* dvar) {
+  TAGI_GRID_STRIDE(i, n) { Observe(mu[i], var[i], y[i], var_v, &dmu[i], &dvar[i]); }
+}
+
+// One thread per (sample, level).
+__global__ void HsmKernel(const float* mu, const float* var, size_t width, const int32_t* labels,
+                          const int32_t* nodes, const float* node_targets, int levels, size_t n,
+                          float var_v, float* dmu, float* dvar) {
+  TAGI_GRID_STRIDE(t, n) {
+    const size_t b = t / static_cast<size_t>(levels);
+    const size_t l = t % static_cast<size_t>(levels);
+    const size_t entry = static_cast<size_t>(labels[b]) * levels + l;
+    const size_t i = b * width + static_cast<size_t>(nodes[entry]);
+    Observe(mu[i], var[i], node_targets[entry], var_v, &dmu[i], &dvar[i]);
+  }
+}
+
+__global__ void ScaleWeightDeltasKernel(const float* var_w, size_t n, float* dmw, float* dvw) {
+  TAGI_GRID_STRIDE(i, n) {
+    dmw[i] *= var_w[i];
+    dvw[i] *= var_w[i] * var_w[i];
+  }
+}
+
+// One thread per output; the batch is summed in order, as on the CPU.
+__global__ void BiasDeltasKernel(const float* dmu, const float* dvar, size_t batch, size_t out,
+                                 const float* var_b, float* dmb, float* dvb) {
+  TAGI_GRID_STRIDE(o, out) {
+    float sum_mu = 0.0f;
+    float sum_var = 0.0f;
+    for (size_t b = 0; b < batch; ++b) {
+      sum_mu += dmu[b * out + o];
+      sum_var += dvar[b * out + o];
+    }
+    const float vb = var_b[o];
+    dmb[o] = vb * sum_mu;
+    dvb[o] = vb * vb * sum_var;
+  }
+}
+
+__global__ void CappedStepKernel(float inv_cap, float floor_v, size_t n, float* mu, float* var,
+                                 const float* dmu, const float* dvar, float* mu_sq, float* second) {
+  TAGI_GRID_STRIDE(i, n) {
+    const float cap = sqrtf(var[i]) * inv_cap;
+    const float m = mu[i] + Capped(dmu[i], cap);
+    float v = var[i] + Capped(dvar[i], cap);
+    v = v <= 0.0f ? floor_v : v;
+    mu[i] = m;
+    var[i] = v;
+    if (mu_sq != nullptr) {
+      mu_sq[i] = m * m;
+      second[i] = m * m + v;
+    }
+  }
+}
+
+__global__ void RefreshDerivedKernel(const float* mu, const float* var, size_t n, float* mu_sq,
+                                     float* second) {
+  TAGI_GRID_STRIDE(i, n) {
+    const float m = mu[i];
+    mu_sq[i] = m * m;
+    second[i] = m * m + var[i];
+  }
+}
+
+__global__ void ScaleKernel(float* x, size_t n, float s) {
+  TAGI_GRID_STRIDE(i, n) { x[i] *= s; }
+}
+
+}  // namespace
+
+cudaError_t BroadcastBias(const float* mu_b, const float* var_b, size_t batch, size_t out,
+                          float* mu_z, float* var_z, cudaStream_t stream) {
+  const size_t n = batch * out;
+  return Launch(BroadcastBiasKernel, n, stream, mu_b, var_b, out, n, mu_z, var_z);
+}
+
+cudaError_t Square(const float* x, size_t n, float* y, cudaStream_t stream) {
+  return Launch(SquareKernel, n, stream, x, n, y);
+}
+
+cudaError_t ActivationForward(int kind, float slope, const float* mu_z, const float* var_z,
+                              size_t n, float* mu_a, float* var_a, float* jcb,
+                              cudaStream_t stream) {
+  if (kind == kRelu) return Launch(ReluKernel, n, stream, mu_z, var_z, n, mu_a, var_a, jcb);
+  return Launch(ActivationKernel, n, stream, kind, slope, mu_z, var_z, n, mu_a, var_a, jcb);
+}
+
+cudaError_t ActivationBackward(const float* jcb, const float* delta_mu, const float* delta_var,
+                               size_t n, float* delta_mu_in, float* delta_var_in,
+                               cudaStream_t stream) {
+  return Launch(ActivationBackwardKernel, n, stream, jcb, delta_mu, delta_var, n, delta_mu_in,
+                delta_var_in);
+}
+
+cudaError_t RegressionDeltas(const float* mu, const float* var, const float* targets, size_t n,
+                             float var_v, float* delta_mu, float* delta_var, cudaStream_t stream) {
+  return Launch(RegressionKernel, n, stream, mu, var, targets, n, var_v, delta_mu, delta_var);
+}
+
+cudaError_t HsmDeltas(const float* mu, const float* var, size_t batch, size_t width,
+                      const int32_t* labels, const int32_t* nodes, const float* node_targets,
+                      int levels, float var_v, float* delta_mu, float* delta_var,
+                      cudaStream_t stream) {
+  const size_t n = batch * static_cast<size_t>(levels);
+  return Launch(HsmKernel, n, stream, mu, var, width, labels, nodes, node_targets, levels, n, var_v,
+                delta_mu, delta_var);
+}
+
+cudaError_t ScaleWeightDeltas(const float* var_w, size_t n, float* delta_mu_w, float* delta_var_w,
+                              cudaStream_t stream) {
+  return Launch(ScaleWeightDeltasKernel, n, stream, var_w, n, delta_mu_w, delta_var_w);
+}
+
+cudaError_t BiasDeltas(const float* delta_mu, const float* delta_var, size_t batch, size_t out,
+                       const float* var_b, float* delta_mu_b, float* delta_var_b,
+                       cudaStream_t stream) {
+  return Launch(BiasDeltasKernel, out, stream, delta_mu, delta_var, batch, out, var_b, delta_mu_b,
+                delta_var_b);
+}
+
+cudaError_t CappedStep(float inv_cap_factor, float variance_floor, size_t n, float* mu, float* var,
+                       const float* delta_mu, const float* delta_var, float* mu_sq, float* second,
+                       cudaStream_t stream) {
+  return Launch(CappedStepKernel, n, stream, inv_cap_factor, variance_floor, n, mu, var, delta_mu,
+                delta_var, mu_sq, second);
+}
+
+cudaError_t RefreshDerived(const float* mu, const float* var, size_t n, float* mu_sq, float* second,
+                           cudaStream_t stream) {
+  return Launch(RefreshDerivedKernel, n, stream, mu, var, n, mu_sq, second);
+}
+
+cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream) {
+  return Launch(ScaleKernel, n, stream, x, n, scale);
+}
+
+}  // namespace tagi::engine::cuda::kernels

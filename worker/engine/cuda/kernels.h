@@ -1,0 +1,86 @@
+// The elementwise CUDA kernels of the TAGI engine (the matrix products are
+// cuBLAS calls, cublas_gemm.h). Each function launches one kernel on
+// `stream` and returns the launch's error (cudaGetLastError); the work
+// itself runs asynchronously. Every formula is the one of the CPU engine
+// (linear.cc, activation.cc, output.cc), which cites shared/TAGI.md; sizes
+// are element counts; all matrices are row-major. Internal to
+// worker/engine/cuda; this header is free of project C++20 headers so that
+// nvcc compiles kernels.cu on its own.
+#ifndef TAGI_WORKER_ENGINE_CUDA_KERNELS_H_
+#define TAGI_WORKER_ENGINE_CUDA_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tagi::engine::cuda::kernels {
+
+// The activation kinds, numbered as engine::LayerKind (checked in
+// cuda_engine.cc).
+enum ActivationKind : int {
+  kRelu = 2,
+  kLeakyRelu = 3,
+  kSigmoid = 4,
+  kTanh = 5,
+  kSoftplus = 6,
+  kMixtureRelu = 7,
+};
+
+// mu_z[b][o] = mu_b[o], var_z[b][o] = var_b[o]: the biases the forward
+// products then accumulate onto (beta = 1).
+cudaError_t BroadcastBias(const float* mu_b, const float* var_b, size_t batch, size_t out,
+                          float* mu_z, float* var_z, cudaStream_t stream);
+
+// y[i] = x[i]^2.
+cudaError_t Square(const float* x, size_t n, float* y, cudaStream_t stream);
+
+// Moments of n units through an activation and its jcb (TAGI.md section 3).
+cudaError_t ActivationForward(int kind, float slope, const float* mu_z, const float* var_z,
+                              size_t n, float* mu_a, float* var_a, float* jcb, cudaStream_t stream);
+
+// delta_in = (jcb * delta_mu, jcb^2 * delta_var).
+cudaError_t ActivationBackward(const float* jcb, const float* delta_mu, const float* delta_var,
+                               size_t n, float* delta_mu_in, float* delta_var_in,
+                               cudaStream_t stream);
+
+// Output innovations of Gaussian regression (every output observed; a NaN
+// target or a non-finite gain gives zero deltas).
+cudaError_t RegressionDeltas(const float* mu, const float* var, const float* targets, size_t n,
+                             float var_v, float* delta_mu, float* delta_var, cudaStream_t stream);
+
+// Output innovations of hierarchical softmax at the `levels` observed nodes
+// of each label. nodes and node_targets are the HsmTree tables [K][levels].
+// REQUIRES: the delta buffers were zeroed; labels in [0, K).
+cudaError_t HsmDeltas(const float* mu, const float* var, size_t batch, size_t width,
+                      const int32_t* labels, const int32_t* nodes, const float* node_targets,
+                      int levels, float var_v, float* delta_mu, float* delta_var,
+                      cudaStream_t stream);
+
+// delta_mu_w *= var_w, delta_var_w *= var_w^2 (n weights).
+cudaError_t ScaleWeightDeltas(const float* var_w, size_t n, float* delta_mu_w, float* delta_var_w,
+                              cudaStream_t stream);
+
+// delta_mu_b[o] = var_b[o] * sum_b delta_mu[b][o],
+// delta_var_b[o] = var_b[o]^2 * sum_b delta_var[b][o].
+cudaError_t BiasDeltas(const float* delta_mu, const float* delta_var, size_t batch, size_t out,
+                       const float* var_b, float* delta_mu_b, float* delta_var_b,
+                       cudaStream_t stream);
+
+// The capped step with the variance floor over n parameters (TAGI.md
+// section 7). When mu_sq and second are not null they are refreshed to
+// mu^2 and mu^2 + var (the derived buffers of the weights).
+cudaError_t CappedStep(float inv_cap_factor, float variance_floor, size_t n, float* mu, float* var,
+                       const float* delta_mu, const float* delta_var, float* mu_sq, float* second,
+                       cudaStream_t stream);
+
+// mu_sq = mu^2, second = mu^2 + var.
+cudaError_t RefreshDerived(const float* mu, const float* var, size_t n, float* mu_sq, float* second,
+                           cudaStream_t stream);
+
+// x *= scale.
+cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream);
+
+}  // namespace tagi::engine::cuda::kernels
+
+#endif  // TAGI_WORKER_ENGINE_CUDA_KERNELS_H_

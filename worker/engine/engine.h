@@ -1,0 +1,100 @@
+// Engine: one TAGI network on one compute device, as the Trainer and the
+// worker drive it. Implementations: CpuEngine (the CPU Model, the numerical
+// spec) and cuda::CudaEngine (worker/engine/cuda/cuda_engine.h).
+//
+// Calls are per step or coarser (a virtual call and a Status per step, none
+// inside a kernel), so the CPU path keeps its speed. Every buffer that
+// crosses this interface is host memory, except the span BeginReduce
+// returns when the caller asked for device memory.
+//
+// The parameters read and written here are the model arena of model.h:
+// [mu of N parameters][var of N parameters], the same on every device, so a
+// model file or a snapshot moves freely between CPU and GPU.
+//
+// A data-parallel step is:
+//   TrainStep(...)                      forward, output update, backward
+//   span = BeginReduce(device, control)  packed deltas + control word
+//   collective.AllReduceSum(span)        (by the caller)
+//   control = EndReduce(scale)           back into the deltas, scaled
+//   ApplyStep(cap_factor)
+// A single process skips the middle three calls.
+//
+// Errors: device failures (out of memory, a failed launch) come back as a
+// Status from the call that saw them; host-only implementations never fail
+// except on a span of the wrong size (InvalidArgument).
+// Not thread-safe: one thread drives an engine.
+#ifndef TAGI_WORKER_ENGINE_ENGINE_H_
+#define TAGI_WORKER_ENGINE_ENGINE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/engine/architecture.h"
+#include "worker/engine/gaussian.h"
+#include "worker/engine/model.h"
+
+namespace tagi::engine {
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual const Architecture& architecture() const = 0;
+  // "cpu" or "cuda:N".
+  virtual std::string device() const = 0;
+  size_t num_parameters() const { return architecture().num_parameters(); }
+  size_t output_width() const { return architecture().output_width(); }
+
+  // Sizes the per-batch buffers for batches up to max_batch (allocates; not
+  // for the step loop). Larger batches reserve on their own.
+  virtual absl::Status Reserve(size_t max_batch) = 0;
+  // Draws every parameter from `seed` exactly as Model::Initialize does, so
+  // every device starts from the same bits.
+  virtual absl::Status Initialize(uint64_t seed, const InitOptions& options) = 0;
+
+  // Copies of the parameter arena. REQUIRES: size 2 * num_parameters().
+  virtual absl::Status ReadParameters(std::span<float> out) = 0;
+  virtual absl::Status WriteParameters(std::span<const float> in) = 0;
+  // The delta arena of the last TrainStep (after EndReduce: the reduced
+  // one). REQUIRES: size 2 * num_parameters().
+  virtual absl::Status ReadDeltas(std::span<float> out) = 0;
+  // Fingerprint64 of the parameter arena: equal for bit-identical models,
+  // whatever the device.
+  virtual absl::StatusOr<uint64_t> ParameterFingerprint() = 0;
+
+  // Forward pass of `batch` samples x [batch][input_width] (input variance
+  // zero); Output and ClassProbabilities then describe it.
+  virtual absl::Status Forward(const float* x, size_t batch) = 0;
+  // The output units of the last Forward or TrainStep, [batch][output_width],
+  // in host memory valid until the next call on the engine.
+  virtual absl::StatusOr<ConstGaussianView> Output(size_t batch) = 0;
+  // Classification: class probabilities [batch][K] of the last forward pass.
+  virtual absl::Status ClassProbabilities(size_t batch, float* probs) = 0;
+
+  // Forward, output update and backward: fills the delta arena with the
+  // parameter deltas summed over the batch. Classification takes labels,
+  // regression targets [batch][output_width] (NaN masks an output).
+  virtual absl::Status TrainStep(const float* x, const int32_t* labels, const float* targets,
+                                 size_t batch, float sigma_v) = 0;
+
+  // The buffer to all-reduce: the 2N deltas followed by Model::kControlWords
+  // floats, the first of which is set to `control`. In device memory when
+  // `device_memory` is true and the engine has one (the caller's collective
+  // must then take device pointers), else in host memory. Valid until
+  // EndReduce.
+  virtual absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) = 0;
+  // Takes the reduced buffer back as the deltas, multiplied by `scale`
+  // (1 / world in average mode), and returns the reduced control word.
+  virtual absl::StatusOr<float> EndReduce(float scale) = 0;
+
+  // The capped update with the variance floor (TAGI.md section 7).
+  virtual absl::Status ApplyStep(float cap_factor) = 0;
+};
+
+}  // namespace tagi::engine
+
+#endif  // TAGI_WORKER_ENGINE_ENGINE_H_
