@@ -118,9 +118,10 @@ TEST_F(FaultTest, WorkerKilledAtFiveRandomStepsJobSucceedsWithTheSameModel) {
     // Wait for the new generation before the next kill.
     const auto resumed = WaitForJob(
         id, [kills](const tagi::v1::Job& j) {
-          return Ended(j) || (j.state() == tagi::v1::RUNNING && j.restarts() >= static_cast<uint32_t>(kills) &&
-                              j.recoveries_size() > 0 &&
-                              j.recoveries(j.recoveries_size() - 1).first_step_ms() > 0);
+          return Ended(j) ||
+                 (j.state() == tagi::v1::RUNNING && j.restarts() >= static_cast<uint32_t>(kills) &&
+                  j.recoveries_size() > 0 &&
+                  j.recoveries(j.recoveries_size() - 1).first_step_ms() > 0);
         },
         absl::Seconds(60));
     ASSERT_TRUE(resumed.has_value());
