@@ -1,5 +1,6 @@
 #include "common/flags.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "absl/flags/parse.h"
@@ -28,6 +29,16 @@ bool ValidHostPort(const std::string& address) {
     port = port * 10 + (address[i] - '0');
   }
   return port <= 65535;
+}
+
+bool IsLoopbackAddress(const std::string& address) {
+  if (!ValidHostPort(address)) return false;
+  const std::string host = address.substr(0, address.rfind(':'));
+  if (host == "localhost" || host == "[::1]") return true;
+  int a = 0, b = 0, c = 0, d = 0;
+  char tail = 0;
+  return std::sscanf(host.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a == 127 &&
+         b >= 0 && b <= 255 && c >= 0 && c <= 255 && d >= 0 && d <= 255;
 }
 
 }  // namespace tagi

@@ -18,6 +18,10 @@ std::vector<char*> ParseFlags(int argc, char** argv);
 // True for "host:port" and "[v6]:port" with a port in 0..65535.
 bool ValidHostPort(const std::string& address);
 
+// True when a valid HOST:PORT names a loopback host: 127.0.0.0/8,
+// "localhost" or [::1]. "0.0.0.0" and "[::]" (every interface) are not.
+bool IsLoopbackAddress(const std::string& address);
+
 }  // namespace tagi
 
 #endif  // TAGI_COMMON_FLAGS_H_

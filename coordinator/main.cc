@@ -2,7 +2,8 @@
 // collective's bootstrap data and stores final models.
 //
 //   tagi-coordinator --world 8 --listen 0.0.0.0:7070 [--state-dir DIR]
-//                    [--http 0.0.0.0:8080]
+//                    [--http 0.0.0.0:8080] --tls-cert F --tls-key F [--tls-client-ca F]
+//                    [--join-token-file F] [--api-tokens-file F]
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
@@ -29,8 +31,9 @@
 #include "coordinator/services.h"
 
 ABSL_FLAG(int, world, 1, "Default (and largest) number of workers per job.");
-ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
-          "gRPC address for workers and clients (host:port; port 0 picks a free one).");
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+          "gRPC address for workers and clients (host:port; port 0 picks a free one). A "
+          "non-loopback address needs TLS (--tls-cert, --tls-key) or --insecure.");
 ABSL_FLAG(std::string, state_dir, "",
           "Directory for jobs, snapshots and final models; a coordinator restarted on the same "
           "directory resumes its running jobs. Empty: models in memory, snapshots in a "
@@ -46,6 +49,20 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3),
           "A worker not heard from for this long has failed: its generation ends and the job "
           "resumes from its newest snapshot on the survivors and a spare.");
 ABSL_FLAG(int, max_restarts, 100, "Failed generations after which a job FAILS.");
+ABSL_FLAG(std::string, join_token_file, "",
+          "File holding the cluster join token: every Cluster RPC (workers) must then carry it "
+          "as \"tagi-join-token\" metadata. Empty: workers join without a token.");
+ABSL_FLAG(std::string, api_tokens_file, "",
+          "File of API tokens, one per line (blank lines and # comments ignored): every Jobs "
+          "RPC and every /v1 REST route then needs \"authorization: Bearer <token>\". Empty: "
+          "the API is open.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain: serve gRPC (and the REST gateway) over TLS. Needs --tls-key.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS).");
+ABSL_FLAG(bool, insecure, false,
+          "Allow plaintext (no TLS) on a non-loopback --listen or --http address.");
 ABSL_FLAG(int, keep_snapshots, 3, "Snapshots kept per job (the newest ones).");
 
 namespace tagi::coordinator {
@@ -58,7 +75,26 @@ struct Options {
   std::string http;
   std::string http_port_file;
   CoordinatorOptions coordinator;
+  TokenSet join_tokens;
+  TokenSet api_tokens;
+  // PEM contents; empty cert: plaintext.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string tls_cert_file;  // for the REST gateway, which reads files
+  std::string tls_key_file;
 };
+
+// The server credentials --tls-* ask for.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const Options& opt) {
+  if (opt.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      opt.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = opt.tls_client_ca;
+  ssl.pem_key_cert_pairs.push_back({opt.tls_key, opt.tls_cert});
+  return grpc::SslServerCredentials(ssl);
+}
 
 // OK when final models can be written under the state dir: the nearest
 // existing ancestor of <state_dir>/models is a writable directory.
@@ -97,15 +133,64 @@ bool StartRest(const Options& opt, RestGateway& http) {
   return true;
 }
 
+// Reads the token and TLS files the flags name, and refuses plaintext on a
+// non-loopback address without --insecure.
+absl::Status LoadSecurity(Options& opt) {
+  if (const std::string f = absl::GetFlag(FLAGS_join_token_file); !f.empty()) {
+    auto tokens = ReadTokenFile(f, "--join-token-file");
+    if (!tokens.ok()) return tokens.status();
+    if (tokens->size() != 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--join-token-file %s holds %d tokens; expected exactly one", f, tokens->size()));
+    }
+    opt.join_tokens = TokenSet(*std::move(tokens));
+  }
+  if (const std::string f = absl::GetFlag(FLAGS_api_tokens_file); !f.empty()) {
+    auto tokens = ReadTokenFile(f, "--api-tokens-file");
+    if (!tokens.ok()) return tokens.status();
+    opt.api_tokens = TokenSet(*std::move(tokens));
+  }
+  opt.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  opt.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (opt.tls_cert_file.empty() != opt.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!client_ca.empty() && opt.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  auto read = [](const std::string& file, const char* flag, std::string& out) {
+    if (file.empty()) return absl::OkStatus();
+    auto pem = ReadPemFile(file, flag);
+    if (!pem.ok()) return pem.status();
+    out = *std::move(pem);
+    return absl::OkStatus();
+  };
+  if (auto st = read(opt.tls_cert_file, "--tls-cert", opt.tls_cert); !st.ok()) return st;
+  if (auto st = read(opt.tls_key_file, "--tls-key", opt.tls_key); !st.ok()) return st;
+  if (auto st = read(client_ca, "--tls-client-ca", opt.tls_client_ca); !st.ok()) return st;
+  if (!opt.tls_cert.empty() || absl::GetFlag(FLAGS_insecure)) return absl::OkStatus();
+  for (const std::string* address : {&opt.listen, &opt.http}) {
+    if (!address->empty() && !IsLoopbackAddress(*address)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "refusing to serve plaintext on the non-loopback address %s: tokens and jobs would "
+          "cross the network unencrypted. Serve TLS (--tls-cert F --tls-key F), listen on "
+          "127.0.0.1, or pass --insecure to accept the risk",
+          *address));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int Run(const Options& opt) {
   RealClock clock;
   Coordinator coordinator(opt.coordinator, clock);
-  JobsService jobs(coordinator);
-  ClusterService cluster(coordinator, opt.coordinator.heartbeat);
+  JobsService jobs(coordinator, opt.api_tokens);
+  ClusterService cluster(coordinator, opt.coordinator.heartbeat, opt.join_tokens);
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(opt.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(opt.listen, ServerCredentials(opt), &port);
   // gRPC sets SO_REUSEPORT by default: a busy port would then be shared
   // silently. Refuse instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -116,9 +201,9 @@ int Run(const Options& opt) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::fprintf(stderr,
-                 "tagi-coordinator: cannot listen on %s (is the address valid and the port "
-                 "free?)\n",
-                 opt.listen.c_str());
+                 "tagi-coordinator: cannot listen on %s (is the address valid, the port free%s?)\n",
+                 opt.listen.c_str(),
+                 opt.tls_cert.empty() ? "" : " and --tls-cert/--tls-key a matching pair");
     return 1;
   }
   std::atomic<bool> serving{true};  // false once shutdown begins
@@ -126,12 +211,17 @@ int Run(const Options& opt) {
   CoordinatorMetrics metrics(coordinator, clock);
   std::optional<RestGateway> http;
   if (!opt.http.empty()) {
+    RestOptions rest;
+    rest.api_tokens = opt.api_tokens;
+    rest.tls_cert_file = opt.tls_cert_file;
+    rest.tls_key_file = opt.tls_key_file;
     http.emplace(
         coordinator, [&metrics] { return metrics.Scrape(); },
         [&serving, &opt]() -> absl::Status {
           if (!serving.load()) return absl::UnavailableError("the coordinator is shutting down");
           return StateDirWritable(opt.coordinator.state_dir);
-        });
+        },
+        rest);
     if (!StartRest(opt, *http)) {
       server->Shutdown(std::chrono::system_clock::now());
       return 1;
@@ -139,8 +229,13 @@ int Run(const Options& opt) {
   }
   // Last: a reader of the gRPC port file finds the HTTP server up too.
   WritePortFile(opt.port_file, port);
-  std::fprintf(stderr, "tagi-coordinator: listening on %s (port %d), world %d%s\n",
-               opt.listen.c_str(), port, opt.world,
+  std::fprintf(stderr, "tagi-coordinator: listening on %s (port %d, %s%s%s), world %d%s\n",
+               opt.listen.c_str(), port,
+               opt.tls_cert.empty() ? "plaintext"
+               : opt.tls_client_ca.empty() ? "TLS"
+                                           : "mutual TLS",
+               opt.join_tokens.required() ? ", join token required" : "",
+               opt.api_tokens.required() ? ", API tokens required" : "", opt.world,
                opt.coordinator.state_dir.empty()
                    ? ""
                    : absl::StrFormat(", state in %s", opt.coordinator.state_dir).c_str());
@@ -222,5 +317,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   opt.coordinator.keep_snapshots = static_cast<size_t>(keep);
+  if (auto st = tagi::coordinator::LoadSecurity(opt); !st.ok()) {
+    std::fprintf(stderr, "tagi-coordinator: %s\n", std::string(st.message()).c_str());
+    return 2;
+  }
   return tagi::coordinator::Run(opt);
 }

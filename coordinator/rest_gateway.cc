@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <regex>
 #include <set>
 #include <utility>
@@ -214,13 +215,23 @@ std::string ErrorJson(const absl::Status& status) {
   return out;
 }
 
+namespace {
+
+std::unique_ptr<httplib::Server> MakeServer(const RestOptions& options) {
+  if (options.tls_cert_file.empty()) return std::make_unique<httplib::Server>();
+  return std::make_unique<httplib::SSLServer>(options.tls_cert_file.c_str(),
+                                              options.tls_key_file.c_str());
+}
+
+}  // namespace
+
 RestGateway::RestGateway(Coordinator& coordinator, std::function<std::string()> metrics,
                          std::function<absl::Status()> ready, RestOptions options)
     : c_(coordinator),
       metrics_(std::move(metrics)),
       ready_(std::move(ready)),
       options_(options),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(MakeServer(options_)) {
   const int threads = std::max(1, options_.threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   // httplib's default also sets SO_REUSEPORT, which would let a second
@@ -284,7 +295,7 @@ void RestGateway::AddRoute(const RouteDef& def) {
   const std::string pattern = absl::StrReplaceAll(def.path, {{"{id}", "([^/:]+)"}});
   const Handler handler = def.handler;
   auto fn = [this, handler](const httplib::Request& req, httplib::Response& res) {
-    (this->*handler)(req, res);
+    Guarded(handler, req, res);
   };
   if (std::string(def.method) == "GET") {
     server_->Get(pattern, fn);  // httplib serves HEAD with it too
@@ -292,6 +303,25 @@ void RestGateway::AddRoute(const RouteDef& def) {
     server_->Post(pattern, fn);
   }
   routes_.push_back(Route{def.method, std::regex(pattern), handler});
+}
+
+void RestGateway::Guarded(Handler handler, const httplib::Request& req, httplib::Response& res) {
+  if (options_.api_tokens.required() && absl::StartsWith(req.path, "/v1/")) {
+    const std::string header = req.get_header_value("Authorization");
+    const std::string token = BearerToken(header);
+    if (token.empty() || !options_.api_tokens.Accepts(token)) {
+      std::fprintf(stderr, "tagi-coordinator: refused %s %s from %s: %s\n", req.method.c_str(),
+                   req.path.c_str(), req.remote_addr.c_str(),
+                   header.empty() ? "no Authorization header" : "invalid API token");
+      res.set_header("WWW-Authenticate", "Bearer realm=\"tagi\"");
+      return SendError(res, absl::UnauthenticatedError(
+                                header.empty()
+                                    ? "this coordinator requires an API token: send "
+                                      "\"Authorization: Bearer <token>\""
+                                    : "the API token is not valid"));
+    }
+  }
+  (this->*handler)(req, res);
 }
 
 bool RestGateway::PreRoute(const httplib::Request& req, httplib::Response& res) {
@@ -311,7 +341,7 @@ void RestGateway::DispatchBodiless(const httplib::Request& req, httplib::Respons
   httplib::Request copy = req;  // the handlers read the path's groups from matches
   for (const Route& route : routes_) {
     if (route.method == copy.method && std::regex_match(copy.path, copy.matches, route.pattern)) {
-      return (this->*route.handler)(copy, res);
+      return Guarded(route.handler, copy, res);
     }
   }
   res.status = 404;
@@ -377,6 +407,12 @@ absl::StatusOr<int> RestGateway::Bind(const std::string& address) {
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrFormat("\"%s\" is not HOST:PORT with a port in 0..65535", address));
+  }
+  if (!server_->is_valid()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot serve HTTPS with --tls-cert %s and --tls-key %s (unreadable, or not a matching "
+        "PEM pair)",
+        options_.tls_cert_file, options_.tls_key_file));
   }
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "coordinator/coordinator.h"
 
 namespace httplib {
@@ -77,6 +78,14 @@ struct RestOptions {
   absl::Duration read_timeout = absl::Seconds(5);
   absl::Duration write_timeout = absl::Seconds(10);
   int threads = 8;
+  // Not empty: every /v1 route needs "Authorization: Bearer <token>" with
+  // one of these; a request without a valid one is 401 UNAUTHENTICATED
+  // with "WWW-Authenticate: Bearer" and changes nothing. /healthz, /readyz
+  // and /metrics stay open.
+  TokenSet api_tokens;
+  // Both set: serve HTTPS with this PEM certificate chain and key.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class RestGateway {
@@ -123,6 +132,9 @@ class RestGateway {
   // Rewrites httplib's bodiless errors (no route, 413, ...) as JSON errors;
   // turns "no route" into 405 where the path exists with other methods.
   void FillError(const httplib::Request& req, httplib::Response& res) const;
+  // Runs `handler` when the request may use the route (see
+  // RestOptions::api_tokens), answers 401 otherwise.
+  void Guarded(Handler handler, const httplib::Request& req, httplib::Response& res);
 
   void SubmitJob(const httplib::Request& req, httplib::Response& res);
   void ListJobs(const httplib::Request& req, httplib::Response& res);

@@ -1,6 +1,7 @@
 #include "coordinator/services.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <thread>
 
@@ -11,11 +12,26 @@
 namespace tagi::coordinator {
 namespace {
 
-// Every handler starts with the protocol check.
-#define TAGI_CHECK_PROTOCOL(ctx)                                  \
-  do {                                                            \
+// Every handler starts with the token check, then the protocol check.
+#define TAGI_CHECK_PROTOCOL(ctx, rpc)                                       \
+  do {                                                                      \
+    if (auto st = Authorize(*(ctx), rpc); !st.ok()) return st;              \
     if (auto st = CheckProtocol(*(ctx)); !st.ok()) return ToGrpcStatus(st); \
   } while (0)
+
+// The value of metadata `key`, empty when absent.
+std::string Metadata(const grpc::ServerContext& ctx, const char* key) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find(key);
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+grpc::Status Refuse(const grpc::ServerContext& ctx, const char* rpc, const char* why,
+                    const std::string& message) {
+  std::fprintf(stderr, "tagi-coordinator: refused %s from %s: %s\n", rpc, ctx.peer().c_str(),
+               why);
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
+}
 
 template <typename T>
 grpc::Status Reply(absl::StatusOr<T> result, T* out) {
@@ -71,34 +87,63 @@ grpc::Status WriteChunks(grpc::ServerWriter<Chunk>* writer, const std::string& b
 
 }  // namespace
 
+grpc::Status JobsService::Authorize(const grpc::ServerContext& ctx, const char* rpc) const {
+  if (!api_tokens_.required()) return grpc::Status::OK;
+  const std::string header = Metadata(ctx, kAuthorizationMetadataKey);
+  if (header.empty()) {
+    return Refuse(ctx, rpc, "no authorization metadata",
+                  "this coordinator requires an API token: send \"authorization: Bearer "
+                  "<token>\" metadata (tagictl --token-file FILE)");
+  }
+  const std::string token = BearerToken(header);
+  if (token.empty() || !api_tokens_.Accepts(token)) {
+    return Refuse(ctx, rpc, "invalid API token", "the API token is not valid");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ClusterService::Authorize(const grpc::ServerContext& ctx, const char* rpc) const {
+  if (!join_tokens_.required()) return grpc::Status::OK;
+  const std::string token = Metadata(ctx, kJoinTokenMetadataKey);
+  if (token.empty()) {
+    return Refuse(ctx, rpc, "no join token",
+                  "this coordinator requires a cluster join token: send \"tagi-join-token\" "
+                  "metadata (tagi-worker --join-token-file FILE)");
+  }
+  if (!join_tokens_.Accepts(token)) {
+    return Refuse(ctx, rpc, "invalid join token", "the cluster join token is not valid");
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status JobsService::Submit(grpc::ServerContext* ctx, const tagi::v1::SubmitJobRequest* req,
                                  tagi::v1::Job* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.Submit");
   return Reply(c_.Submit(req->spec()), resp);
 }
 
 grpc::Status JobsService::Get(grpc::ServerContext* ctx, const tagi::v1::GetJobRequest* req,
                               tagi::v1::Job* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.Get");
   return Reply(c_.Get(req->id()), resp);
 }
 
 grpc::Status JobsService::List(grpc::ServerContext* ctx, const tagi::v1::ListJobsRequest*,
                                tagi::v1::ListJobsResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.List");
   for (auto& job : c_.List()) *resp->add_jobs() = std::move(job);
   return grpc::Status::OK;
 }
 
 grpc::Status JobsService::Cancel(grpc::ServerContext* ctx, const tagi::v1::CancelJobRequest* req,
                                  tagi::v1::Job* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.Cancel");
   return Reply(c_.Cancel(req->id()), resp);
 }
 
 grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const tagi::v1::WatchJobRequest* req,
                                 grpc::ServerWriter<tagi::v1::Job>* writer) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.Watch");
   uint64_t seen = 0;
   while (!ctx->IsCancelled()) {
     const uint64_t before = seen;
@@ -113,7 +158,7 @@ grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const tagi::v1::WatchJ
 grpc::Status JobsService::DownloadModel(grpc::ServerContext* ctx,
                                         const tagi::v1::DownloadModelRequest* req,
                                         grpc::ServerWriter<tagi::v1::ModelChunk>* writer) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.DownloadModel");
   auto bytes = c_.ModelFile(req->id());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return WriteChunks(writer, *bytes);
@@ -121,7 +166,7 @@ grpc::Status JobsService::DownloadModel(grpc::ServerContext* ctx,
 
 grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx, const tagi::v1::ListWorkersRequest*,
                                       tagi::v1::ListWorkersResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.ListWorkers");
   for (auto& w : c_.ListWorkers()) *resp->add_workers() = std::move(w);
   return grpc::Status::OK;
 }
@@ -129,7 +174,7 @@ grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx, const tagi::v1::
 grpc::Status ClusterService::Register(grpc::ServerContext* ctx,
                                       const tagi::v1::RegisterRequest* req,
                                       tagi::v1::RegisterResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.Register");
   *resp = c_.Register(*req, ctx->peer());
   return grpc::Status::OK;
 }
@@ -137,21 +182,21 @@ grpc::Status ClusterService::Register(grpc::ServerContext* ctx,
 grpc::Status ClusterService::Rendezvous(grpc::ServerContext* ctx,
                                         const tagi::v1::RendezvousRequest* req,
                                         tagi::v1::RendezvousResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.Rendezvous");
   return Reply(c_.Rendezvous(req->worker_id(), Millis(req->wait_ms())), resp);
 }
 
 grpc::Status ClusterService::StoreSet(grpc::ServerContext* ctx,
                                       const tagi::v1::StoreSetRequest* req,
                                       tagi::v1::StoreSetResponse*) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreSet");
   return ToGrpcStatus(c_.StoreSet(req->job_id(), req->generation(), req->key(), req->value()));
 }
 
 grpc::Status ClusterService::StoreGet(grpc::ServerContext* ctx,
                                       const tagi::v1::StoreGetRequest* req,
                                       tagi::v1::StoreGetResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreGet");
   auto v = c_.StoreGet(req->job_id(), req->generation(), req->key(), Millis(req->wait_ms()));
   if (!v.ok()) return ToGrpcStatus(v.status());
   resp->set_value(std::move(*v));
@@ -161,7 +206,7 @@ grpc::Status ClusterService::StoreGet(grpc::ServerContext* ctx,
 grpc::Status ClusterService::StoreWait(grpc::ServerContext* ctx,
                                        const tagi::v1::StoreWaitRequest* req,
                                        tagi::v1::StoreWaitResponse*) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreWait");
   std::vector<std::string> keys(req->keys().begin(), req->keys().end());
   return ToGrpcStatus(
       c_.StoreWait(req->job_id(), req->generation(), keys, Millis(req->wait_ms())));
@@ -170,7 +215,7 @@ grpc::Status ClusterService::StoreWait(grpc::ServerContext* ctx,
 grpc::Status ClusterService::StoreAdd(grpc::ServerContext* ctx,
                                       const tagi::v1::StoreAddRequest* req,
                                       tagi::v1::StoreAddResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreAdd");
   auto v = c_.StoreAdd(req->job_id(), req->generation(), req->key(), req->delta());
   if (!v.ok()) return ToGrpcStatus(v.status());
   resp->set_value(*v);
@@ -180,7 +225,7 @@ grpc::Status ClusterService::StoreAdd(grpc::ServerContext* ctx,
 grpc::Status ClusterService::Session(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<tagi::v1::SessionDirective, tagi::v1::SessionMessage>* stream) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.Session");
   tagi::v1::SessionMessage msg;
   if (!stream->Read(&msg)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty session");
@@ -233,7 +278,7 @@ grpc::Status ClusterService::Session(
 grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,
                                             grpc::ServerReader<tagi::v1::SnapshotChunk>* reader,
                                             tagi::v1::UploadSnapshotResponse*) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadSnapshot");
   tagi::v1::SnapshotChunk first;
   auto bytes = ReadChunks(reader, first, kMaxSnapshotUploadBytes, "snapshot");
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
@@ -244,7 +289,7 @@ grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,
 grpc::Status ClusterService::DownloadSnapshot(grpc::ServerContext* ctx,
                                               const tagi::v1::DownloadSnapshotRequest* req,
                                               grpc::ServerWriter<tagi::v1::SnapshotData>* writer) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.DownloadSnapshot");
   auto bytes = c_.ResumeSnapshot(req->worker_id(), req->job_id(), req->generation());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return WriteChunks(writer, **bytes);
@@ -253,7 +298,7 @@ grpc::Status ClusterService::DownloadSnapshot(grpc::ServerContext* ctx,
 grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
                                          grpc::ServerReader<tagi::v1::UploadModelRequest>* reader,
                                          tagi::v1::UploadModelResponse*) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadModel");
   tagi::v1::UploadModelRequest first;
   auto bytes = ReadChunks(reader, first, kMaxModelUploadBytes, "model");
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
@@ -264,7 +309,7 @@ grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
 grpc::Status ClusterService::FinishJob(grpc::ServerContext* ctx,
                                        const tagi::v1::FinishJobRequest* req,
                                        tagi::v1::FinishJobResponse*) {
-  TAGI_CHECK_PROTOCOL(ctx);
+  TAGI_CHECK_PROTOCOL(ctx, "Cluster.FinishJob");
   return ToGrpcStatus(c_.FinishJob(*req));
 }
 

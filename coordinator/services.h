@@ -2,10 +2,16 @@
 // worker-facing Cluster service. Each handler checks the protocol version,
 // validates sizes, calls the Coordinator and maps the status; none holds a
 // lock across anything but the Coordinator's own bounded waits.
-// Thread-safe (the Coordinator is).
+// Authentication (when the token sets are not empty): every Jobs RPC needs
+// "authorization: Bearer <api token>" metadata, every Cluster RPC
+// "tagi-join-token: <join token>"; a call without a valid one is refused
+// with UNAUTHENTICATED before it reaches the Coordinator (so it changes
+// nothing), and the refusal is logged with the peer and the RPC, never a
+// token. Thread-safe (the Coordinator is; the token sets are immutable).
 #ifndef TAGI_COORDINATOR_SERVICES_H_
 #define TAGI_COORDINATOR_SERVICES_H_
 
+#include "common/auth.h"
 #include "coordinator/coordinator.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tagi/v1/jobs.grpc.pb.h"
@@ -19,7 +25,8 @@ inline constexpr uint64_t kMaxSnapshotUploadBytes = uint64_t{1} << 31;
 
 class JobsService final : public tagi::v1::Jobs::Service {
  public:
-  explicit JobsService(Coordinator& c) : c_(c) {}
+  explicit JobsService(Coordinator& c, TokenSet api_tokens = {})
+      : c_(c), api_tokens_(std::move(api_tokens)) {}
   grpc::Status Submit(grpc::ServerContext*, const tagi::v1::SubmitJobRequest*,
                       tagi::v1::Job*) override;
   grpc::Status Get(grpc::ServerContext*, const tagi::v1::GetJobRequest*, tagi::v1::Job*) override;
@@ -35,14 +42,17 @@ class JobsService final : public tagi::v1::Jobs::Service {
                            tagi::v1::ListWorkersResponse*) override;
 
  private:
+  grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
   Coordinator& c_;
+  const TokenSet api_tokens_;
 };
 
 class ClusterService final : public tagi::v1::Cluster::Service {
  public:
   // `keepalive`: how often a session stream carries a message to the worker
   // when there is no directive (so a worker notices a silent coordinator).
-  ClusterService(Coordinator& c, absl::Duration keepalive) : c_(c), keepalive_(keepalive) {}
+  ClusterService(Coordinator& c, absl::Duration keepalive, TokenSet join_tokens = {})
+      : c_(c), keepalive_(keepalive), join_tokens_(std::move(join_tokens)) {}
   grpc::Status Register(grpc::ServerContext*, const tagi::v1::RegisterRequest*,
                         tagi::v1::RegisterResponse*) override;
   grpc::Status Rendezvous(grpc::ServerContext*, const tagi::v1::RendezvousRequest*,
@@ -69,8 +79,10 @@ class ClusterService final : public tagi::v1::Cluster::Service {
                          tagi::v1::FinishJobResponse*) override;
 
  private:
+  grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
   Coordinator& c_;
   const absl::Duration keepalive_;
+  const TokenSet join_tokens_;
 };
 
 }  // namespace tagi::coordinator

@@ -5,8 +5,9 @@
 
 namespace tagi {
 
-JobsClient::JobsClient(const std::string& target, absl::Duration rpc_timeout)
-    : rpc_timeout_(rpc_timeout), stub_(tagi::v1::Jobs::NewStub(MakeChannel(target))) {}
+JobsClient::JobsClient(const std::string& target, absl::Duration rpc_timeout,
+                       const ClientSecurity& security)
+    : rpc_timeout_(rpc_timeout), stub_(tagi::v1::Jobs::NewStub(MakeChannel(target, security))) {}
 
 absl::StatusOr<tagi::v1::Job> JobsClient::Submit(const tagi::v1::JobSpec& spec) {
   auto ctx = MakeClientContext(rpc_timeout_);

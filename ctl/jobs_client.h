@@ -11,13 +11,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_util.h"
 #include "tagi/v1/jobs.grpc.pb.h"
 
 namespace tagi {
 
 class JobsClient {
  public:
-  JobsClient(const std::string& target, absl::Duration rpc_timeout);
+  // `security`: TLS and per-call metadata (the API token), grpc_util.h.
+  JobsClient(const std::string& target, absl::Duration rpc_timeout,
+             const ClientSecurity& security = {});
 
   absl::StatusOr<tagi::v1::Job> Submit(const tagi::v1::JobSpec& spec);
   absl::StatusOr<tagi::v1::Job> Get(const std::string& id);

@@ -6,6 +6,7 @@
 //   tagictl --coord HOST:PORT watch ID
 //   tagictl --coord HOST:PORT cancel ID
 //   tagictl --coord HOST:PORT download ID -o FILE
+// Security: --token-file F (API token), --tls-ca F [--tls-cert F --tls-key F].
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
@@ -16,9 +17,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/flags.h"
+#include "common/grpc_util.h"
 #include "common/job_spec.h"
 #include "common/progress_bar.h"
 #include "ctl/format.h"
@@ -29,6 +32,13 @@ ABSL_FLAG(bool, watch, false, "submit: watch the job until it ends.");
 ABSL_FLAG(bool, json, false, "status: print the job as JSON.");
 ABSL_FLAG(std::string, o, "", "download: the file to write.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each plain request.");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding an API token (the coordinator's --api-tokens-file), sent as "
+          "\"authorization: Bearer <token>\" on every call.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the coordinator's certificate: talk TLS. Empty: plaintext.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for mutual TLS (with --tls-key).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(absl::Duration, watch_timeout, absl::Hours(24 * 7), "Give up watching after this long.");
 
 namespace tagi {
@@ -42,11 +52,14 @@ constexpr char kUsage[] =
     "  tagictl --coord HOST:PORT watch ID\n"
     "  tagictl --coord HOST:PORT cancel ID\n"
     "  tagictl --coord HOST:PORT download ID -o FILE\n"
+    "Security: --token-file F sends an API token; --tls-ca F talks TLS (--tls-cert F --tls-key F\n"
+    "for mutual TLS).\n"
     "Exit codes: 0 success (watch: the job SUCCEEDED), 1 failure (watch: the job FAILED or was\n"
     "CANCELLED), 2 usage. Run with --helpfull for every flag.";
 
 int Fail(const absl::Status& st) {
-  std::fprintf(stderr, "tagictl: %s\n", std::string(st.message()).c_str());
+  std::fprintf(stderr, "tagictl: %s\n",
+               ExplainCallFailure(st, !absl::GetFlag(FLAGS_tls_ca).empty()).c_str());
   return 1;
 }
 
@@ -124,7 +137,23 @@ int Run(const std::vector<std::string>& args) {
   const std::string& cmd = args[0];
   const std::string coord = absl::GetFlag(FLAGS_coord);
   if (!ValidHostPort(coord)) return Usage(absl::StrFormat("--coord \"%s\" is not HOST:PORT", coord));
-  JobsClient client(coord, absl::GetFlag(FLAGS_timeout));
+  ClientSecurity security;
+  if (auto st = LoadClientTls(absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+                              absl::GetFlag(FLAGS_tls_key), security);
+      !st.ok()) {
+    return Usage(std::string(st.message()));
+  }
+  if (const std::string f = absl::GetFlag(FLAGS_token_file); !f.empty()) {
+    auto tokens = ReadTokenFile(f, "--token-file");
+    if (!tokens.ok()) return Usage(std::string(tokens.status().message()));
+    if (tokens->size() != 1) {
+      return Usage(absl::StrFormat("--token-file %s holds %d tokens; expected exactly one", f,
+                                   tokens->size()));
+    }
+    security.metadata_key = kAuthorizationMetadataKey;
+    security.metadata_value = "Bearer " + (*tokens)[0];
+  }
+  JobsClient client(coord, absl::GetFlag(FLAGS_timeout), security);
   const bool one_arg = args.size() == 2;
   if (cmd == "list" && args.size() == 1) {
     auto jobs = client.List();

@@ -8,7 +8,7 @@ PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc libgloo-dev
   libcpp-httplib-dev prometheus-cpp-dev
-  prometheus docker-compose curl python3-yaml
+  prometheus docker-compose curl python3-yaml openssl
   libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist

@@ -14,7 +14,7 @@ namespace tagi {
 Agent::Agent(AgentOptions options, Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
-      client_(options_.coordinator, options_.rpc_timeout) {}
+      client_(options_.coordinator, options_.rpc_timeout, options_.security) {}
 
 void Agent::Backoff(int attempt) {
   // 100 ms doubling to max_backoff, with +-50 % jitter so that a restarted
@@ -44,6 +44,11 @@ bool Agent::RegisterWithRetry() {
                    options_.coordinator.c_str(), worker_id_.c_str());
       return true;
     }
+    if (absl::IsUnauthenticated(resp.status())) {
+      std::fprintf(stderr, "tagi-worker: the coordinator refused us: %s (check --join-token-file)\n",
+                   std::string(resp.status().message()).c_str());
+      return false;
+    }
     if (absl::IsFailedPrecondition(resp.status())) {
       std::fprintf(stderr, "tagi-worker: the coordinator refused us: %s\n",
                    std::string(resp.status().message()).c_str());
@@ -51,7 +56,8 @@ bool Agent::RegisterWithRetry() {
     }
     if (attempt == 0 || attempt % 10 == 0) {
       std::fprintf(stderr, "tagi-worker: cannot reach %s (%s); retrying\n",
-                   options_.coordinator.c_str(), std::string(resp.status().message()).c_str());
+                   options_.coordinator.c_str(),
+                   ExplainCallFailure(resp.status(), !options_.security.tls_ca_pem.empty()).c_str());
     }
     Backoff(attempt);
   }

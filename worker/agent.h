@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/grpc_util.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_runner.h"
 #include "worker/session.h"
@@ -22,6 +23,7 @@ namespace tagi {
 
 struct AgentOptions {
   std::string coordinator;  // host:port
+  ClientSecurity security;  // TLS and the join token, for every Cluster call
   std::string device = "cpu";
   std::string hostname;
   JobRunnerOptions runner;  // worker_id is filled in by registration

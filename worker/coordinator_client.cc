@@ -38,10 +38,11 @@ uint32_t Ms(absl::Duration d) {
 
 }  // namespace
 
-CoordinatorClient::CoordinatorClient(const std::string& target, absl::Duration rpc_timeout)
+CoordinatorClient::CoordinatorClient(const std::string& target, absl::Duration rpc_timeout,
+                                     const ClientSecurity& security)
     : target_(target),
       rpc_timeout_(rpc_timeout),
-      stub_(tagi::v1::Cluster::NewStub(MakeChannel(target))) {}
+      stub_(tagi::v1::Cluster::NewStub(MakeChannel(target, security))) {}
 
 absl::StatusOr<tagi::v1::RegisterResponse> CoordinatorClient::Register(
     const tagi::v1::RegisterRequest& req) {

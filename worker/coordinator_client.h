@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_util.h"
 #include "common/store.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 
@@ -19,7 +20,9 @@ namespace tagi {
 class CoordinatorClient {
  public:
   // `rpc_timeout` bounds every call that does not wait on purpose.
-  CoordinatorClient(const std::string& target, absl::Duration rpc_timeout);
+  // `security`: TLS and per-call metadata (the join token), grpc_util.h.
+  CoordinatorClient(const std::string& target, absl::Duration rpc_timeout,
+                    const ClientSecurity& security = {});
 
   const std::string& target() const { return target_; }
 

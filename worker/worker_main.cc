@@ -3,6 +3,7 @@
 //
 //   tagi-worker --coord HOST:PORT [--device cpu|cuda:N] [--threads T] [--host ADDR]
 //               [--metrics HOST:PORT [--metrics-port-file FILE]]
+//               [--join-token-file F] [--tls-ca F [--tls-cert F --tls-key F]]
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,7 +14,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/clock.h"
+#include "common/grpc_util.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/job_spec.h"
@@ -33,6 +36,13 @@ ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
           "A collective call that has not completed by then fails the attempt.");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(30),
           "Time allowed to form the collective group of a job.");
+ABSL_FLAG(std::string, join_token_file, "",
+          "File holding the cluster join token (the coordinator's --join-token-file); sent as "
+          "\"tagi-join-token\" metadata on every call to the coordinator.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the coordinator's certificate: talk TLS. Empty: plaintext.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for mutual TLS (with --tls-key).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(int, max_jobs, 0, "Exit after this many jobs (0: run until stopped).");
 ABSL_FLAG(std::string, metrics, "",
           "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free one); "
@@ -67,6 +77,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tagi-worker: --coord \"%s\" is not HOST:PORT\n",
                  opt.coordinator.c_str());
     return 2;
+  }
+  if (auto st = tagi::LoadClientTls(absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+                                    absl::GetFlag(FLAGS_tls_key), opt.security);
+      !st.ok()) {
+    std::fprintf(stderr, "tagi-worker: %s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  if (const std::string f = absl::GetFlag(FLAGS_join_token_file); !f.empty()) {
+    auto tokens = tagi::ReadTokenFile(f, "--join-token-file");
+    if (!tokens.ok() || tokens->size() != 1) {
+      std::fprintf(stderr, "tagi-worker: %s\n",
+                   tokens.ok() ? absl::StrCat("--join-token-file ", f, " holds ", tokens->size(),
+                                              " tokens; expected exactly one")
+                                     .c_str()
+                               : std::string(tokens.status().message()).c_str());
+      return 2;
+    }
+    opt.security.metadata_key = tagi::kJoinTokenMetadataKey;
+    opt.security.metadata_value = (*tokens)[0];
   }
   auto device = tagi::ParseDevice(opt.device);
   if (!device.ok()) {

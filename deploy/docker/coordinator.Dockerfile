@@ -42,6 +42,9 @@ COPY --from=build /build/bin/tagi-coordinator /build/bin/tagictl /usr/local/bin/
 USER tagi
 VOLUME /var/lib/tagi
 EXPOSE 7070 8080
+# The container network is private to the compose stack, hence --insecure in
+# CMD; to serve TLS, pass --tls-cert/--tls-key (and token files) instead
+# (README "Security").
 ENTRYPOINT ["tagi-coordinator", "--listen", "0.0.0.0:7070", "--http", "0.0.0.0:8080", \
             "--state-dir", "/var/lib/tagi"]
-CMD ["--world", "1"]
+CMD ["--world", "1", "--insecure"]

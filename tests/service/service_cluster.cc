@@ -101,6 +101,7 @@ ChildProcess& ServiceTest::StartWorker(std::vector<std::string> flags, std::stri
 
 ProcessResult ServiceTest::Ctl(const std::vector<std::string>& args, absl::Duration timeout) {
   std::vector<std::string> argv = {BinPath("tagictl"), "--coord", address_};
+  argv.insert(argv.end(), ctl_flags_.begin(), ctl_flags_.end());
   argv.insert(argv.end(), args.begin(), args.end());
   ProcessResult r = RunProcess(argv, timeout);
   EXPECT_FALSE(r.timed_out) << "tagictl " << absl::StrJoin(args, " ") << " ran past " << timeout;

@@ -66,7 +66,7 @@ class ServiceTest : public ::testing::Test {
   const std::string& address() const { return address_; }
   ChildProcess& coordinator() { return *coordinator_; }
 
-  // tagictl --coord address() <args>.
+  // tagictl --coord address() <ctl_flags_> <args>.
   ProcessResult Ctl(const std::vector<std::string>& args,
                     absl::Duration timeout = absl::Seconds(60));
   // Writes a job file into the temp dir and returns its path.
@@ -88,6 +88,8 @@ class ServiceTest : public ::testing::Test {
   bool WaitForWorkers(size_t n, const std::string& state, absl::Duration timeout);
 
   TempDir dir_;  // declared first: outlives the processes that write into it
+  // Flags every Ctl() run carries after --coord (tokens, TLS).
+  std::vector<std::string> ctl_flags_;
 
  private:
   std::string address_;
