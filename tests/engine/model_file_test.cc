@@ -133,6 +133,25 @@ TEST(ModelFile, RoundTripsAClassifierWithoutPreprocessing) {
   EXPECT_TRUE(BitIdentical(file->parameters, params));
 }
 
+// Found by tests/fuzz/model_file_fuzz (UBSan: null pointer passed to
+// memcpy): decoding an empty preprocessing vector, as every unstandardised
+// model has, copied 0 bytes into the null data() of an empty vector, which
+// is undefined behaviour. This is the fuzzer's minimised input: an intact
+// header and CRC, a valid 4-2-MIXTURE_RELU-3 hsm(3) architecture, an empty
+// input mean, then the body ends.
+TEST(ModelFile, EmptyPreprocessingVectorThenTruncationIsDataLoss) {
+  const std::string bytes(
+      "\x54\x41\x47\x49\x4d\x4f\x44\x4c\x01\x00\x00\x00\x34\x00\x00\x00"
+      "\x00\x00\x00\x00\x03\x00\x00\x00\x01\x04\x00\x00\x00\x02\x00\x00"
+      "\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x01\x02\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x01"
+      "\x03\x00\x00\x00\x00\x00\x00\x00\x8d\x9d\x1d\x1a",
+      76);
+  const auto file = DecodeModelFile(bytes);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find("input std"), std::string::npos) << file.status();
+}
+
 TEST(ModelFile, LayoutIsLittleEndianWithMagicVersionLengthAndCrc) {
   const Architecture arch = LeakyRegression();
   const std::vector<float> params = AwkwardParameters(arch.num_parameters());
