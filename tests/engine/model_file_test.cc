@@ -204,6 +204,62 @@ TEST(ModelFile, SlopesAndWidthsALayerDoesNotUseAreDataLoss) {
   }
 }
 
+// Found by tests/fuzz/model_file_fuzz once it applied the statistics as
+// tagi-train --eval does: the decoder accepted standardisation statistics
+// that do not fit the architecture, and --eval then aborted on a CHECK in
+// data::Apply. This input (the fuzzer's, resealed) is a 2-3-LEAKY_RELU-1
+// regression with 2 input means but no input standard deviations.
+TEST(ModelFile, InputMeansWithoutStandardDeviationsAreDataLoss) {
+  const std::string bytes(
+      "\x54\x41\x47\x49\x4d\x4f\x44\x4c\x01\x00\x00\x00\xc8\x00\x00\x00"
+      "\x00\x00\x00\x00\x03\x00\x00\x00\x01\x02\x00\x00\x00\x03\x00\x00"
+      "\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\xcd\xcc"
+      "\xcc\x3d\x01\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x02"
+      "\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x3f\x00\x00\x80\xbf"
+      "\x00\x00\x00\x00\x03\x00\x00\x00\x01\x02\x00\x3e\x01\x00\x00\x00"
+      "\x00\x00\x40\x40\x01\x00\x00\x00\x00\x00\xc0\x3f\x0d\x00\x00\x00"
+      "\x00\x00\x00\x00\x00\x00\x80\xbf\x00\x00\x40\xbf\x00\x00\x00\xbf"
+      "\x00\x00\x80\xbe\x00\x00\x00\x00\x00\x00\x80\x3e\x00\x00\x00\x3f"
+      "\x00\x00\x40\x3f\x00\x00\x80\x3f\x00\x00\xa0\x3f\x00\x00\xc0\x3f"
+      "\x00\x00\xe0\x3f\x00\x00\x00\x40\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\xfd\xd6\xd9\x13",
+      224);
+  const auto file = DecodeModelFile(bytes);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find("2 input means but 0 input standard deviations"),
+            std::string::npos)
+      << file.status();
+}
+
+TEST(ModelFile, StatisticsMustFitTheArchitecture) {
+  const Architecture regression = LeakyRegression();  // 3 inputs, 2 targets
+  const Architecture classifier = HsmArchitecture();  // 3 inputs, labels
+  const struct {
+    const Architecture* arch;
+    Preprocessing prep;
+    const char* message;  // nullptr: accepted
+  } cases[] = {
+      {&regression, {{1, 2}, {1, 2}, {}, {}}, "2 input columns but the architecture has 3"},
+      {&regression, {{}, {}, {1, 2, 3}, {1, 2, 3}}, "3 target columns but the architecture has 2"},
+      {&regression, {{}, {}, {1, 2}, {1}}, "2 target means but 1 target standard deviations"},
+      {&classifier, {{}, {}, {1}, {1}}, "target statistics but the architecture has no target"},
+      {&classifier, {{0.5f}, {0.25f}, {}, {}}, nullptr},  // images: one scale for every pixel
+      {&regression, {{1, 2, 3}, {1, 2, 3}, {4}, {5}}, nullptr},
+  };
+  for (const auto& c : cases) {
+    const auto file =
+        Decode(EncodeModelFile(*c.arch, c.prep, AwkwardParameters(c.arch->num_parameters())));
+    if (c.message == nullptr) {
+      EXPECT_TRUE(file.ok()) << file.status();
+      continue;
+    }
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << c.message;
+    EXPECT_NE(file.status().message().find(c.message), std::string::npos) << file.status();
+  }
+}
+
 TEST(ModelFile, LayoutIsLittleEndianWithMagicVersionLengthAndCrc) {
   const Architecture arch = LeakyRegression();
   const std::vector<float> params = AwkwardParameters(arch.num_parameters());

@@ -7,17 +7,36 @@
 // checksum. Besides the sanitizers (and libFuzzer's malloc limit, which
 // catches allocations a hostile length could cause), it checks that every
 // refusal is DataLoss or FailedPrecondition with a message, and that a
-// decoded file is valid and re-encodes to exactly the same bytes.
+// decoded file is valid, re-encodes to exactly the same bytes, and that its
+// standardisation statistics can be applied as tagi-train --eval applies
+// them (data::Apply CHECKs their shape).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tests/fuzz/fuzz_support.h"
+#include "worker/data/standardize.h"
 #include "worker/engine/model_file.h"
 
 namespace {
+
+// As worker/train_main.cc's RunEval: inputs of the architecture's width;
+// regression targets of its output width, classification data none.
+void ApplyStatistics(const tagi::engine::ModelFile& file) {
+  const auto& arch = file.architecture;
+  const auto& p = file.preprocessing;
+  const tagi::data::Standardizer input{p.input_mean, p.input_std};
+  const tagi::data::Standardizer target{p.target_mean, p.target_std};
+  std::vector<float> inputs(2 * size_t{arch.input_width()}, 0.5f);
+  if (!input.empty()) tagi::data::Apply(input, inputs, arch.input_width());
+  const bool regression = arch.head.kind == tagi::engine::HeadKind::kRegression;
+  const size_t outputs = regression ? arch.output_width() : 0;
+  std::vector<float> targets(2 * outputs, 0.5f);
+  if (!target.empty()) tagi::data::Apply(target, targets, outputs);
+}
 
 void Check(std::span<const char> bytes) {
   auto file = tagi::engine::DecodeModelFile(bytes);
@@ -35,6 +54,7 @@ void Check(std::span<const char> bytes) {
              file->parameters.size(), arch.ToString().c_str());
   FUZZ_CHECK(tagi::engine::CheckSameArchitecture(arch, arch).ok(),
              "architecture differs from itself");
+  ApplyStatistics(*file);
   const std::string again =
       tagi::engine::EncodeModelFile(arch, file->preprocessing, file->parameters);
   FUZZ_CHECK(
