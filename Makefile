@@ -3,8 +3,12 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= 2
 CMAKE_FLAGS ?=
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+ASAN_BUILD_DIR ?= build-asan
 
-.PHONY: all deps configure build test test-unit demo demo-single bench clean
+.PHONY: all deps configure build test test-unit demo demo-single bench clean \
+	fuzz-build fuzz fuzz-smoke test-asan
 
 all: build
 
@@ -19,10 +23,12 @@ configure: $(BUILD_DIR)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-# The whole suite: unit, integration and (where a GPU exists) CUDA tests.
+# The whole suite: unit, integration and (where a GPU exists) CUDA tests,
+# then every fuzzer for 10 s (fuzz-smoke).
 test: deps
 	$(MAKE) build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
+	$(MAKE) fuzz-smoke
 
 # Unit tests only (fast).
 test-unit: deps
@@ -44,5 +50,37 @@ bench: deps
 	$(MAKE) build
 	$(BUILD_DIR)/bin/engine_bench
 
+# libFuzzer targets (tests/fuzz), built by clang with ASan and UBSan; only
+# the libraries the parsers live in, no gRPC.
+$(FUZZ_BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTAGI_FUZZ=ON \
+	  -DTAGI_BUILD_TESTS=OFF -DTAGI_BUILD_BENCH=OFF -DTAGI_ENABLE_CUDA=OFF
+
+fuzz-build: deps $(FUZZ_BUILD_DIR)/CMakeCache.txt
+	cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target fuzzers
+
+# Every fuzzer for FUZZ_SECONDS; fails on any crash, leak, UB, timeout or OOM.
+fuzz: fuzz-build
+	tools/run_fuzzers.sh $(FUZZ_SECONDS) $(FUZZ_BUILD_DIR)
+
+# Every fuzzer for 10 s (part of `make test`).
+fuzz-smoke: fuzz-build
+	tools/run_fuzzers.sh 10 $(FUZZ_BUILD_DIR)
+
+# The whole project and suite under AddressSanitizer (with LeakSanitizer) and
+# UndefinedBehaviorSanitizer, built by g++; integration tests run the
+# instrumented binaries, which inherit these options. No leak suppressions
+# are needed: add any to a suppressions file for third-party frames only.
+SANITIZER_ENV = ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+$(ASAN_BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAGI_SANITIZE=ON $(CMAKE_FLAGS)
+
+test-asan: deps $(ASAN_BUILD_DIR)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD_DIR) -j$(JOBS)
+	$(SANITIZER_ENV) ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j$(JOBS)
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR) $(ASAN_BUILD_DIR)

@@ -100,6 +100,9 @@ absl::StatusOr<std::string> ByteReader::GetString(const char* what,
 
 absl::Status ByteReader::GetF32Array(const char* what, std::span<float> out) {
   if (auto s = Need(what, out.size_bytes()); !s.ok()) return s;
+  // An empty span (e.g. of an empty vector) may have a null data(), and
+  // memcpy's pointers must be valid even for 0 bytes.
+  if (out.empty()) return absl::OkStatus();
   if constexpr (std::endian::native == std::endian::little) {
     std::memcpy(out.data(), data_.data() + pos_, out.size_bytes());
     pos_ += out.size_bytes();

@@ -184,8 +184,10 @@ void CheckData(const DataSpec& data, Problems& p) {
     case DataSpec::CSV:
       if (data.train_csv().empty()) p.Add("data.train_csv: missing; CSV data needs it");
       if (data.test_csv().empty()) p.Add("data.test_csv: missing; CSV data needs it");
-      if (data.has_target_columns() && data.target_columns() < 1) {
-        p.Add("data.target_columns: 0; expected >= 1");
+      // The last LINEAR has one output per target column.
+      if (data.has_target_columns() &&
+          (data.target_columns() < 1 || data.target_columns() > kMaxLayerWidth)) {
+        p.Add("data.target_columns: %d; expected 1..%d", data.target_columns(), kMaxLayerWidth);
       }
       break;
     case DataSpec::TOY_CUBIC:
@@ -318,7 +320,10 @@ int ExpectedOutputWidth(const JobSpec& spec) {
   }
   if (spec.head().has_regression()) {
     if (spec.data().kind() == DataSpec::TOY_CUBIC) return 1;
-    if (spec.data().kind() == DataSpec::CSV) return static_cast<int>(TargetColumns(spec.data()));
+    if (spec.data().kind() == DataSpec::CSV) {
+      const uint32_t targets = TargetColumns(spec.data());
+      return targets > kMaxLayerWidth ? 0 : static_cast<int>(targets);
+    }
   }
   return 0;
 }

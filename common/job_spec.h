@@ -41,8 +41,9 @@ absl::Status ValidateJobSpec(const tagi::v1::JobSpec& spec);
 // Width the data feeds into the first layer, when the data kind fixes it
 // (784 for the IDX image sets, 1 for the toy); 0 when only the files know.
 int ExpectedInputWidth(const tagi::v1::DataSpec& data);
-// Width the head needs from the last LINEAR layer (0 when only the data
-// files know, i.e. CSV regression).
+// Width the head needs from the last LINEAR layer (0 when the head is
+// missing or does not fit the data kind, or when its class or target count
+// is out of range).
 int ExpectedOutputWidth(const tagi::v1::JobSpec& spec);
 
 // sigma_v at a 0-based epoch: max(sigma_v * decay^epoch, sigma_v_min).

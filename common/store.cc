@@ -75,13 +75,19 @@ absl::StatusOr<int64_t> InMemoryStore::Add(const std::string& key, int64_t delta
       return absl::FailedPreconditionError(
           absl::StrCat("store key ", key, " does not hold an integer"));
     }
-    bytes_ -= it->first.size() + it->second.size();
   }
-  value += delta;
-  std::string text = absl::StrCat(value);
+  // Both operands come from clients: the sum must not overflow (undefined
+  // behaviour, and a counter that silently wraps).
+  int64_t sum = 0;
+  if (__builtin_add_overflow(value, delta, &sum)) {
+    return absl::OutOfRangeError(absl::StrCat("store key ", key, " holds ", value,
+                                              "; adding ", delta, " overflows int64"));
+  }
+  if (it != data_.end()) bytes_ -= it->first.size() + it->second.size();
+  std::string text = absl::StrCat(sum);
   bytes_ += key.size() + text.size();
   data_[key] = std::move(text);
-  return value;
+  return sum;
 }
 
 size_t InMemoryStore::DeletePrefix(const std::string& prefix) {

@@ -33,7 +33,8 @@ class Store {
   // Waits up to `timeout` for every key to exist.
   virtual absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) = 0;
   // Adds delta to the integer at key (missing keys count as 0); returns the
-  // new value. A key holding a non-integer is FailedPrecondition.
+  // new value. A key holding a non-integer is FailedPrecondition; a sum
+  // outside int64 is OutOfRange (the key keeps its value).
   virtual absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) = 0;
 };
 

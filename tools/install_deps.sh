@@ -11,6 +11,8 @@ PACKAGES=(
   prometheus docker-compose curl python3-yaml openssl
   libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev
+  # clang and its libFuzzer / sanitizer runtimes: make fuzz, make fuzz-smoke
+  clang libclang-rt-14-dev
   dataset-fashion-mnist
 )
 

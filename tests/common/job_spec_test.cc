@@ -219,6 +219,26 @@ TEST(JobSpec, CsvNeedsAtLeastOneTargetColumn) {
   EXPECT_THAT(Problems(spec), HasSubstr("data.target_columns"));
 }
 
+// Found by tests/fuzz/job_spec_fuzz (its check that a valid job yields an
+// engine architecture of the widths ExpectedOutputWidth names): a target
+// count above INT_MAX became a negative expected width, the head check was
+// skipped, and this job validated although its last LINEAR has 1 output.
+TEST(JobSpec, TargetColumnsBeyondTheLayerWidthLimitAreRefused) {
+  auto spec = ParseJobSpecJson(R"json({"name": "x",
+      "layers": [{"kind": "LINEAR", "inFeatures": 13, "outFeatures": 1}],
+      "head": {"regression": {}},
+      "data": {"kind": "CSV", "trainCsv": "a", "testCsv": "b", "targetColumns": 4294967295},
+      "noise": {"sigmaV": 1}, "batchSize": 1, "epochs": 1})json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(Problems(*spec), HasSubstr("data.target_columns: 4294967295; expected 1..65536"));
+  EXPECT_EQ(ExpectedOutputWidth(*spec), 0);
+
+  spec->mutable_data()->set_target_columns(kMaxLayerWidth + 1);
+  EXPECT_THAT(Problems(*spec), HasSubstr("data.target_columns: 65537; expected 1..65536"));
+  spec->mutable_data()->set_target_columns(1);
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok());
+}
+
 // --- Training -----------------------------------------------------------------
 
 TEST(JobSpec, ZeroBatchSizeIsRefused) {

@@ -133,6 +133,133 @@ TEST(ModelFile, RoundTripsAClassifierWithoutPreprocessing) {
   EXPECT_TRUE(BitIdentical(file->parameters, params));
 }
 
+// Found by tests/fuzz/model_file_fuzz (UBSan: null pointer passed to
+// memcpy): decoding an empty preprocessing vector, as every unstandardised
+// model has, copied 0 bytes into the null data() of an empty vector, which
+// is undefined behaviour. This is the fuzzer's minimised input: an intact
+// header and CRC, a valid 4-2-MIXTURE_RELU-3 hsm(3) architecture, an empty
+// input mean, then the body ends.
+TEST(ModelFile, EmptyPreprocessingVectorThenTruncationIsDataLoss) {
+  const std::string bytes(
+      "\x54\x41\x47\x49\x4d\x4f\x44\x4c\x01\x00\x00\x00\x34\x00\x00\x00"
+      "\x00\x00\x00\x00\x03\x00\x00\x00\x01\x04\x00\x00\x00\x02\x00\x00"
+      "\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x01\x02\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x01"
+      "\x03\x00\x00\x00\x00\x00\x00\x00\x8d\x9d\x1d\x1a",
+      76);
+  const auto file = DecodeModelFile(bytes);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find("input std"), std::string::npos) << file.status();
+}
+
+// Found by tests/fuzz/model_file_fuzz: the decoder accepted any slope on
+// any layer. This input (the fuzzer's, resealed: intact length and CRC) is a
+// 4-2-MIXTURE_RELU-3 hsm(3) classifier whose last LINEAR has slope NaN; the
+// decoded architecture was not equal to itself, so no job could ever match
+// it, and the mismatch message printed two identical architectures.
+TEST(ModelFile, NanSlopeOnALinearLayerIsDataLoss) {
+  const std::string bytes(
+      "\x54\x41\x47\x49\x4d\x4f\x44\x4c\x01\x00\x00\x00\xe0\x00\x00\x00"
+      "\x00\x00\x00\x00\x03\x00\x00\x00\x01\x04\x00\x00\x00\x02\x00\x00"
+      "\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x01\x02\x00\x00\x00\x03\x00\x00\x00\x00\x00\xc0\x7f\x01"
+      "\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x00\x00\x13\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\xbf"
+      "\x00\x00\x40\xbf\x00\x00\x00\xbf\x00\x00\x80\xbe\x00\x00\x00\x00"
+      "\x00\x00\x80\x3e\x00\x00\x00\x3f\x00\x00\x40\x3f\x00\x00\x80\x3f"
+      "\x00\x00\xa0\x3f\x00\x00\xc0\x3f\x00\x00\xe0\x3f\x00\x00\x00\x40"
+      "\x00\x00\x10\x40\x00\x00\x20\x40\x00\x00\x30\x40\x00\x00\x40\x40"
+      "\x00\x00\x50\x40\x00\x00\x60\x40\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\xda\x88\x12\xdd",
+      248);
+  const auto file = DecodeModelFile(bytes);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find("layer 2 (LINEAR) has slope nan"), std::string::npos)
+      << file.status();
+}
+
+TEST(ModelFile, SlopesAndWidthsALayerDoesNotUseAreDataLoss) {
+  const struct {
+    size_t layer;
+    LayerDesc desc;
+    const char* message;
+  } cases[] = {
+      {1, {LayerKind::kLeakyRelu, 0, 0, 1.5f},
+       "layer 1 (LEAKY_RELU) has slope 1.5; expected a value in (0, 1)"},
+      {1, {LayerKind::kLeakyRelu, 0, 0, 0.0f}, "layer 1 (LEAKY_RELU) has slope 0"},
+      {1, {LayerKind::kLeakyRelu, 4, 4, 0.1f}, "layer 1 (LEAKY_RELU) has widths 4 x 4"},
+      {1, {LayerKind::kRelu, 0, 0, 0.1f}, "layer 1 (RELU) has slope 0.1; expected none (0)"},
+      {0, {LayerKind::kLinear, 3, 4, -0.5f}, "layer 0 (LINEAR) has slope -0.5"},
+  };
+  for (const auto& c : cases) {
+    Architecture arch = LeakyRegression();
+    arch.layers[c.layer] = c.desc;
+    const auto file = Decode(EncodeModelFile(arch, {}, AwkwardParameters(arch.num_parameters())));
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << c.message;
+    EXPECT_NE(file.status().message().find(c.message), std::string::npos) << file.status();
+  }
+}
+
+// Found by tests/fuzz/model_file_fuzz once it applied the statistics as
+// tagi-train --eval does: the decoder accepted standardisation statistics
+// that do not fit the architecture, and --eval then aborted on a CHECK in
+// data::Apply. This input (the fuzzer's, resealed) is a 2-3-LEAKY_RELU-1
+// regression with 2 input means but no input standard deviations.
+TEST(ModelFile, InputMeansWithoutStandardDeviationsAreDataLoss) {
+  const std::string bytes(
+      "\x54\x41\x47\x49\x4d\x4f\x44\x4c\x01\x00\x00\x00\xc8\x00\x00\x00"
+      "\x00\x00\x00\x00\x03\x00\x00\x00\x01\x02\x00\x00\x00\x03\x00\x00"
+      "\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\xcd\xcc"
+      "\xcc\x3d\x01\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x02"
+      "\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x3f\x00\x00\x80\xbf"
+      "\x00\x00\x00\x00\x03\x00\x00\x00\x01\x02\x00\x3e\x01\x00\x00\x00"
+      "\x00\x00\x40\x40\x01\x00\x00\x00\x00\x00\xc0\x3f\x0d\x00\x00\x00"
+      "\x00\x00\x00\x00\x00\x00\x80\xbf\x00\x00\x40\xbf\x00\x00\x00\xbf"
+      "\x00\x00\x80\xbe\x00\x00\x00\x00\x00\x00\x80\x3e\x00\x00\x00\x3f"
+      "\x00\x00\x40\x3f\x00\x00\x80\x3f\x00\x00\xa0\x3f\x00\x00\xc0\x3f"
+      "\x00\x00\xe0\x3f\x00\x00\x00\x40\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c"
+      "\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\x0a\xd7\x23\x3c\xfd\xd6\xd9\x13",
+      224);
+  const auto file = DecodeModelFile(bytes);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find("2 input means but 0 input standard deviations"),
+            std::string::npos)
+      << file.status();
+}
+
+TEST(ModelFile, StatisticsMustFitTheArchitecture) {
+  const Architecture regression = LeakyRegression();  // 3 inputs, 2 targets
+  const Architecture classifier = HsmArchitecture();  // 3 inputs, labels
+  const struct {
+    const Architecture* arch;
+    Preprocessing prep;
+    const char* message;  // nullptr: accepted
+  } cases[] = {
+      {&regression, {{1, 2}, {1, 2}, {}, {}}, "2 input columns but the architecture has 3"},
+      {&regression, {{}, {}, {1, 2, 3}, {1, 2, 3}}, "3 target columns but the architecture has 2"},
+      {&regression, {{}, {}, {1, 2}, {1}}, "2 target means but 1 target standard deviations"},
+      {&classifier, {{}, {}, {1}, {1}}, "target statistics but the architecture has no target"},
+      {&classifier, {{0.5f}, {0.25f}, {}, {}}, nullptr},  // images: one scale for every pixel
+      {&regression, {{1, 2, 3}, {1, 2, 3}, {4}, {5}}, nullptr},
+  };
+  for (const auto& c : cases) {
+    const auto file =
+        Decode(EncodeModelFile(*c.arch, c.prep, AwkwardParameters(c.arch->num_parameters())));
+    if (c.message == nullptr) {
+      EXPECT_TRUE(file.ok()) << file.status();
+      continue;
+    }
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << c.message;
+    EXPECT_NE(file.status().message().find(c.message), std::string::npos) << file.status();
+  }
+}
+
 TEST(ModelFile, LayoutIsLittleEndianWithMagicVersionLengthAndCrc) {
   const Architecture arch = LeakyRegression();
   const std::vector<float> params = AwkwardParameters(arch.num_parameters());

@@ -58,6 +58,35 @@ std::string Architecture::ToString() const {
   return s;
 }
 
+namespace {
+
+// The fields a layer of this kind does not use must be zero, and a
+// LEAKY_RELU's slope must be one ValidateJobSpec accepts: an architecture
+// read from a file then compares equal to the one its job describes, and a
+// NaN slope (never equal to itself) cannot reach the engine.
+absl::Status CheckUnusedFields(const LayerDesc& l, size_t i) {
+  if (l.kind == LayerKind::kLinear) {
+    if (l.slope != 0.0f) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "architecture: layer %d (LINEAR) has slope %g; only LEAKY_RELU takes one", i, l.slope));
+    }
+    return absl::OkStatus();
+  }
+  if (l.in != 0 || l.out != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "architecture: layer %d (%s) has widths %d x %d; only LINEAR layers take widths", i,
+        LayerKindName(l.kind), l.in, l.out));
+  }
+  if (l.kind == LayerKind::kLeakyRelu ? !(l.slope > 0.0f && l.slope < 1.0f) : l.slope != 0.0f) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "architecture: layer %d (%s) has slope %g; expected %s", i, LayerKindName(l.kind),
+        l.slope, l.kind == LayerKind::kLeakyRelu ? "a value in (0, 1)" : "none (0)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateArchitecture(const Architecture& arch) {
   if (arch.layers.empty() || arch.layers.front().kind != LayerKind::kLinear) {
     return absl::InvalidArgumentError("architecture: the first layer must be LINEAR");
@@ -72,6 +101,7 @@ absl::Status ValidateArchitecture(const Architecture& arch) {
     if (k < 1 || k > 7) {
       return absl::InvalidArgumentError(absl::StrFormat("architecture: layer %d has unknown kind %d", i, k));
     }
+    if (auto st = CheckUnusedFields(l, i); !st.ok()) return st;
     if (l.kind != LayerKind::kLinear) continue;
     if (l.in < 1 || l.out < 1 || l.in > kMaxLayerWidth || l.out > kMaxLayerWidth) {
       return absl::InvalidArgumentError(absl::StrFormat(

@@ -55,8 +55,10 @@ struct Architecture {
   std::string ToString() const;
 };
 
-// Checks that the layers chain and match the head. Used on architectures
-// read from files, which may be hostile.
+// Checks that the layers chain and match the head, that a LEAKY_RELU's
+// slope is in (0, 1) and that fields a layer kind does not use (widths of
+// activations, slopes of other layers) are 0. Used on architectures read
+// from files, which may be hostile.
 absl::Status ValidateArchitecture(const Architecture& arch);
 
 // The layers and head of a job (normally one that passed ValidateJobSpec;

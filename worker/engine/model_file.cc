@@ -33,6 +33,37 @@ absl::StatusOr<std::vector<float>> GetVector(ByteReader& r, const char* what) {
   return v;
 }
 
+// Each mean/stddev pair becomes a data::Standardizer of the input or target
+// columns (worker/data/standardize.h): none, one for every column, or one
+// per column, with as many standard deviations as means. A classifier's
+// targets are labels: no statistics.
+absl::Status CheckStatistics(const std::vector<float>& mean, const std::vector<float>& stddev,
+                             size_t columns, const char* what) {
+  if (mean.size() != stddev.size()) {
+    return absl::DataLossError(
+        absl::StrFormat("model file holds %d %s means but %d %s standard deviations",
+                        mean.size(), what, stddev.size(), what));
+  }
+  if (mean.size() > 1 && mean.size() != columns) {
+    return absl::DataLossError(absl::StrFormat(
+        "model file holds statistics of %d %s columns but the architecture has %d", mean.size(),
+        what, columns));
+  }
+  if (mean.size() == 1 && columns == 0) {
+    return absl::DataLossError(
+        absl::StrFormat("model file holds %s statistics but the architecture has no %s columns",
+                        what, what));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPreprocessing(const Preprocessing& p, const Architecture& arch) {
+  TAGI_RETURN_IF_ERROR(CheckStatistics(p.input_mean, p.input_std, arch.input_width(), "input"));
+  const bool regression = arch.head.kind == HeadKind::kRegression;
+  return CheckStatistics(p.target_mean, p.target_std, regression ? arch.output_width() : 0,
+                         "target");
+}
+
 absl::StatusOr<Architecture> GetArchitecture(ByteReader& r) {
   Architecture arch;
   TAGI_ASSIGN_OR_RETURN(const uint32_t count, r.GetU32("layer count"));
@@ -63,6 +94,7 @@ absl::Status DecodeBody(ByteReader& r, ModelFile& file) {
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_std, GetVector(r, "input std"));
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_std, GetVector(r, "target std"));
+  TAGI_RETURN_IF_ERROR(CheckPreprocessing(file.preprocessing, file.architecture));
   TAGI_ASSIGN_OR_RETURN(const uint64_t n, r.GetU64("parameter count"));
   if (n != file.architecture.num_parameters()) {
     return absl::DataLossError(absl::StrFormat(

@@ -12,7 +12,10 @@
 // The parameters are written as the arena holds them, so a CPU and a CUDA
 // build read the same file. Decoding never trusts a length before checking
 // it against the bytes present; a truncated or altered file is DataLoss, an
-// unknown version is FailedPrecondition. Pure functions; thread-safe.
+// unknown version is FailedPrecondition. Decoded statistics fit the
+// architecture: as many standard deviations as means, and none, one or one
+// per column (inputs: input_width; targets: output_width for regression,
+// none for classification). Pure functions; thread-safe.
 #ifndef TAGI_WORKER_ENGINE_MODEL_FILE_H_
 #define TAGI_WORKER_ENGINE_MODEL_FILE_H_
 
