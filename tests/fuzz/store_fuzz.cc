@@ -30,8 +30,7 @@ class Program {
       : in_(data, size),
         max_value_bytes_(in_.ConsumeIntegralInRange<size_t>(0, 64)),
         store_(max_value_bytes_),
-        prefix_(tagi::JobStorePrefix(in_.ConsumeRandomLengthString(24),
-                                     in_.ConsumeIntegral<uint64_t>())),
+        prefix_(Prefix(in_)),
         scoped_(prefix_, store_) {}
 
   void Run() {
@@ -46,6 +45,12 @@ class Program {
   }
 
  private:
+  // Two statements: the order in which function arguments consume the input
+  // is unspecified.
+  static std::string Prefix(FuzzedDataProvider& in) {
+    const std::string job = in.ConsumeRandomLengthString(24);
+    return tagi::JobStorePrefix(job, in.ConsumeIntegral<uint64_t>());
+  }
   static bool ValidKey(const std::string& key) {
     return !key.empty() && key.size() <= tagi::InMemoryStore::kMaxKeyBytes;
   }
