@@ -18,26 +18,38 @@
 
 namespace tagi::engine::cuda {
 
-// Floats in device memory (cudaMalloc); count 0 holds nothing.
-class DeviceFloats {
+// Where a FloatBuffer's memory comes from.
+struct DeviceAllocation {  // device memory (cudaMalloc)
+  static cudaError_t Allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void Free(void* p) { cudaFree(p); }
+};
+struct PinnedAllocation {  // page-locked host memory (cudaMallocHost): the only host
+                           // memory an asynchronous copy overlaps with
+  static cudaError_t Allocate(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void Free(void* p) { cudaFreeHost(p); }
+};
+
+// An owned array of floats from `Allocation`; count 0 holds nothing.
+template <typename Allocation>
+class FloatBuffer {
  public:
-  DeviceFloats() = default;
-  DeviceFloats(DeviceFloats&& o) noexcept { *this = std::move(o); }
-  DeviceFloats& operator=(DeviceFloats&& o) noexcept {
+  FloatBuffer() = default;
+  FloatBuffer(FloatBuffer&& o) noexcept { *this = std::move(o); }
+  FloatBuffer& operator=(FloatBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(count_, o.count_);
     return *this;
   }
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-  ~DeviceFloats() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+  FloatBuffer(const FloatBuffer&) = delete;
+  FloatBuffer& operator=(const FloatBuffer&) = delete;
+  ~FloatBuffer() {
+    if (ptr_ != nullptr) Allocation::Free(ptr_);
   }
-  static absl::StatusOr<DeviceFloats> Allocate(size_t count) {
-    DeviceFloats b;
+  static absl::StatusOr<FloatBuffer> Allocate(size_t count) {
+    FloatBuffer b;
     if (count == 0) return b;
     void* p = nullptr;
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, count * sizeof(float)));
+    TAGI_CUDA_RETURN_IF_ERROR(Allocation::Allocate(&p, count * sizeof(float)));
     b.ptr_ = static_cast<float*>(p);
     b.count_ = count;
     return b;
@@ -50,38 +62,8 @@ class DeviceFloats {
   size_t count_ = 0;
 };
 
-// Floats in page-locked host memory (cudaMallocHost): the only host memory
-// an asynchronous copy overlaps with.
-class PinnedFloats {
- public:
-  PinnedFloats() = default;
-  PinnedFloats(PinnedFloats&& o) noexcept { *this = std::move(o); }
-  PinnedFloats& operator=(PinnedFloats&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(count_, o.count_);
-    return *this;
-  }
-  PinnedFloats(const PinnedFloats&) = delete;
-  PinnedFloats& operator=(const PinnedFloats&) = delete;
-  ~PinnedFloats() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  }
-  static absl::StatusOr<PinnedFloats> Allocate(size_t count) {
-    PinnedFloats b;
-    if (count == 0) return b;
-    void* p = nullptr;
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, count * sizeof(float)));
-    b.ptr_ = static_cast<float*>(p);
-    b.count_ = count;
-    return b;
-  }
-  float* get() const { return ptr_; }
-  size_t size() const { return count_; }
-
- private:
-  float* ptr_ = nullptr;
-  size_t count_ = 0;
-};
+using DeviceFloats = FloatBuffer<DeviceAllocation>;
+using PinnedFloats = FloatBuffer<PinnedAllocation>;
 
 // A non-blocking stream (no implicit synchronisation with stream 0).
 class Stream {
