@@ -64,6 +64,9 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, insecure, false,
           "Allow plaintext (no TLS) on a non-loopback --listen or --http address.");
 ABSL_FLAG(int, keep_snapshots, 3, "Snapshots kept per job (the newest ones).");
+ABSL_FLAG(int, max_streams_per_client, 256,
+          "Concurrent streaming calls (watches, sessions, uploads, downloads) one client "
+          "address may hold; more are refused with RESOURCE_EXHAUSTED.");
 
 namespace tagi::coordinator {
 namespace {
@@ -77,6 +80,7 @@ struct Options {
   CoordinatorOptions coordinator;
   TokenSet join_tokens;
   TokenSet api_tokens;
+  int max_streams_per_client = 256;
   // PEM contents; empty cert: plaintext.
   std::string tls_cert;
   std::string tls_key;
@@ -187,6 +191,9 @@ int Run(const Options& opt) {
   Coordinator coordinator(opt.coordinator, clock);
   JobsService jobs(coordinator, opt.api_tokens);
   ClusterService cluster(coordinator, opt.coordinator.heartbeat, opt.join_tokens);
+  StreamLimiter streams(opt.max_streams_per_client);
+  jobs.set_stream_limiter(&streams);
+  cluster.set_stream_limiter(&streams);
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -284,6 +291,11 @@ int main(int argc, char** argv) {
   opt.coordinator.heartbeat = absl::GetFlag(FLAGS_heartbeat_interval);
   opt.coordinator.membership.worker_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   opt.coordinator.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  opt.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
+  if (opt.max_streams_per_client < 1) {
+    std::fprintf(stderr, "tagi-coordinator: --max-streams-per-client must be at least 1\n");
+    return 2;
+  }
   const int keep = absl::GetFlag(FLAGS_keep_snapshots);
   if (!tagi::ValidHostPort(opt.listen)) {
     std::fprintf(stderr, "tagi-coordinator: --listen \"%s\" is not HOST:PORT\n",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,16 @@ namespace tagi::coordinator {
 namespace {
 
 // Every handler starts with the token check, then the protocol check.
+// Takes one of the client's stream slots for the rest of the handler, or
+// answers RESOURCE_EXHAUSTED.
+#define TAGI_ADMIT_STREAM(limiter, ctx)                                \
+  std::optional<StreamLimiter::Lease> tagi_stream_lease;               \
+  if ((limiter) != nullptr) {                                          \
+    auto lease = (limiter)->Acquire((ctx)->peer());                    \
+    if (!lease.ok()) return ToGrpcStatus(lease.status());              \
+    tagi_stream_lease.emplace(std::move(*lease));                      \
+  }
+
 #define TAGI_CHECK_PROTOCOL(ctx, rpc)                                       \
   do {                                                                      \
     if (auto st = Authorize(*(ctx), rpc); !st.ok()) return st;              \
@@ -144,6 +155,7 @@ grpc::Status JobsService::Cancel(grpc::ServerContext* ctx, const tagi::v1::Cance
 grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const tagi::v1::WatchJobRequest* req,
                                 grpc::ServerWriter<tagi::v1::Job>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Jobs.Watch");
+  TAGI_ADMIT_STREAM(streams_, ctx);
   uint64_t seen = 0;
   while (!ctx->IsCancelled()) {
     const uint64_t before = seen;
@@ -159,6 +171,7 @@ grpc::Status JobsService::DownloadModel(grpc::ServerContext* ctx,
                                         const tagi::v1::DownloadModelRequest* req,
                                         grpc::ServerWriter<tagi::v1::ModelChunk>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Jobs.DownloadModel");
+  TAGI_ADMIT_STREAM(streams_, ctx);
   auto bytes = c_.ModelFile(req->id());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return WriteChunks(writer, *bytes);
@@ -226,6 +239,7 @@ grpc::Status ClusterService::Session(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<tagi::v1::SessionDirective, tagi::v1::SessionMessage>* stream) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.Session");
+  TAGI_ADMIT_STREAM(streams_, ctx);
   tagi::v1::SessionMessage msg;
   if (!stream->Read(&msg)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty session");
@@ -279,6 +293,7 @@ grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,
                                             grpc::ServerReader<tagi::v1::SnapshotChunk>* reader,
                                             tagi::v1::UploadSnapshotResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadSnapshot");
+  TAGI_ADMIT_STREAM(streams_, ctx);
   tagi::v1::SnapshotChunk first;
   auto bytes = ReadChunks(reader, first, kMaxSnapshotUploadBytes, "snapshot");
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
@@ -290,6 +305,7 @@ grpc::Status ClusterService::DownloadSnapshot(grpc::ServerContext* ctx,
                                               const tagi::v1::DownloadSnapshotRequest* req,
                                               grpc::ServerWriter<tagi::v1::SnapshotData>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.DownloadSnapshot");
+  TAGI_ADMIT_STREAM(streams_, ctx);
   auto bytes = c_.ResumeSnapshot(req->worker_id(), req->job_id(), req->generation());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return WriteChunks(writer, **bytes);
@@ -299,6 +315,7 @@ grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
                                          grpc::ServerReader<tagi::v1::UploadModelRequest>* reader,
                                          tagi::v1::UploadModelResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadModel");
+  TAGI_ADMIT_STREAM(streams_, ctx);
   tagi::v1::UploadModelRequest first;
   auto bytes = ReadChunks(reader, first, kMaxModelUploadBytes, "model");
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());

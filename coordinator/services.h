@@ -13,6 +13,7 @@
 
 #include "common/auth.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/stream_limiter.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tagi/v1/jobs.grpc.pb.h"
 
@@ -40,11 +41,14 @@ class JobsService final : public tagi::v1::Jobs::Service {
                              grpc::ServerWriter<tagi::v1::ModelChunk>*) override;
   grpc::Status ListWorkers(grpc::ServerContext*, const tagi::v1::ListWorkersRequest*,
                            tagi::v1::ListWorkersResponse*) override;
+  // Bounds Watch and DownloadModel streams per client; not owned; may be null.
+  void set_stream_limiter(StreamLimiter* limiter) { streams_ = limiter; }
 
  private:
   grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
   Coordinator& c_;
   const TokenSet api_tokens_;
+  StreamLimiter* streams_ = nullptr;
 };
 
 class ClusterService final : public tagi::v1::Cluster::Service {
@@ -77,12 +81,15 @@ class ClusterService final : public tagi::v1::Cluster::Service {
                            tagi::v1::UploadModelResponse*) override;
   grpc::Status FinishJob(grpc::ServerContext*, const tagi::v1::FinishJobRequest*,
                          tagi::v1::FinishJobResponse*) override;
+  // Bounds sessions, uploads and downloads per client; not owned; may be null.
+  void set_stream_limiter(StreamLimiter* limiter) { streams_ = limiter; }
 
  private:
   grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
   Coordinator& c_;
   const absl::Duration keepalive_;
   const TokenSet join_tokens_;
+  StreamLimiter* streams_ = nullptr;
 };
 
 }  // namespace tagi::coordinator

@@ -2,11 +2,13 @@
 // wrong, while it keeps serving. The protocol-version check is exercised
 // with the generated stubs directly, since tagictl always sends ours.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/protocol.h"
@@ -57,6 +59,40 @@ TEST_F(ServiceErrors, WorldLargerThanClusterIsRefused) {
   EXPECT_THAT(r.err, HasSubstr("--world"));
   EXPECT_THAT(r.err, HasSubstr("5"));
   EXPECT_EQ(Ctl({"list"}).exit_code, 0);
+}
+
+TEST_F(ServiceErrors, StreamsBeyondThePerClientLimitAreRefused) {
+  StartCoordinator(1, {"--max-streams-per-client", "2"});
+  const std::string id = Submit(WriteJob("toy", ToyJobJson({})));  // no workers: stays PENDING
+  ASSERT_FALSE(id.empty());
+  std::vector<std::unique_ptr<ChildProcess>> watchers;
+  for (int i = 0; i < 2; ++i) {
+    watchers.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{BinPath("tagictl"), "--coord", address(), "watch", id}, dir_,
+        absl::StrCat("watch", i)));
+  }
+  // Both watches are open once each has printed the pending job (on stderr).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return watchers[0]->Stderr().find("PENDING") != std::string::npos &&
+               watchers[1]->Stderr().find("PENDING") != std::string::npos;
+      },
+      absl::Seconds(20)));
+  const ProcessResult third = Ctl({"watch", id}, absl::Seconds(20));
+  EXPECT_NE(third.exit_code, 0);
+  EXPECT_THAT(third.err, HasSubstr("already holds 2 streams"));
+  // Unary calls are not streams: still served.
+  EXPECT_EQ(Ctl({"status", id}).exit_code, 0);
+  // A slot comes back when a watcher leaves.
+  ASSERT_TRUE(watchers[0]->Signal(SIGTERM));
+  ASSERT_TRUE(watchers[0]->WaitExit(absl::Seconds(10)).has_value());
+  // (the server notices the closed stream within its 1 s poll)
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const ProcessResult r = Ctl({"--watch-timeout", "1s", "watch", id});
+        return r.err.find("PENDING") != std::string::npos;
+      },
+      absl::Seconds(20)));
 }
 
 TEST_F(ServiceErrors, UnknownJobIdIsNotFound) {
