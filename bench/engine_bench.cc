@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "bench/bench_mlp.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/model.h"
 
@@ -37,25 +38,6 @@ struct Result {
   double gflops;
 };
 
-engine::Architecture Mlp(uint32_t hidden) {
-  using engine::LayerKind;
-  engine::Architecture a;
-  a.layers = {{LayerKind::kLinear, 784, hidden, 0},
-              {LayerKind::kRelu, 0, 0, 0},
-              {LayerKind::kLinear, hidden, hidden, 0},
-              {LayerKind::kRelu, 0, 0, 0},
-              {LayerKind::kLinear, hidden, 11, 0}};
-  a.head = {engine::HeadKind::kClassification, 10};
-  return a;
-}
-
-double FlopsPerStep(const engine::Architecture& a, size_t batch) {
-  double flops = 0;
-  for (const auto& l : a.layers) {
-    if (l.kind == engine::LayerKind::kLinear) flops += 7.0 * 2.0 * l.in * l.out * batch;
-  }
-  return flops;
-}
 
 Result TimeTraining(const std::string& name, const engine::Architecture& arch, size_t batch,
                     int threads, double seconds) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "bench/bench_mlp.h"
 #include "worker/engine/cuda/cuda_engine.h"
 #include "worker/engine/cuda/device.h"
 #include "worker/engine/cuda/sgemm_probe.h"
@@ -28,25 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-engine::Architecture Mlp(uint32_t hidden) {
-  using engine::LayerKind;
-  engine::Architecture a;
-  a.layers = {{LayerKind::kLinear, 784, hidden, 0},
-              {LayerKind::kRelu, 0, 0, 0},
-              {LayerKind::kLinear, hidden, hidden, 0},
-              {LayerKind::kRelu, 0, 0, 0},
-              {LayerKind::kLinear, hidden, 11, 0}};
-  a.head = {engine::HeadKind::kClassification, 10};
-  return a;
-}
-
-double FlopsPerStep(const engine::Architecture& a, size_t batch) {
-  double flops = 0;
-  for (const auto& l : a.layers) {
-    if (l.kind == engine::LayerKind::kLinear) flops += 7.0 * 2.0 * l.in * l.out * batch;
-  }
-  return flops;
-}
 
 template <typename T>
 T OrDie(absl::StatusOr<T> v, const char* what) {

@@ -194,6 +194,7 @@ class Coordinator {
     // The newest snapshot received (verified), also while it is being written.
     std::shared_ptr<const std::string> newest;
     uint64_t newest_step = 0;
+    uint64_t newest_epoch = 0;
   };
   struct WorkerRecord {
     tagi::v1::WorkerInfo info;

@@ -241,37 +241,34 @@ void Coordinator::ChooseResumeLocked(JobRecord& r) {
   r.epochs_before.clear();
   Job& job = r.job;
   if (job.restarts() == 0) return;  // a fresh job: nothing to resume
-  absl::StatusOr<LatestSnapshot> latest;
   std::string source;
+  uint64_t epoch = 0;
   if (r.newest != nullptr) {
-    // Received (and checked) by this coordinator; the disk holds it or an
-    // older one, so there is no need to read it back.
-    auto decoded = DecodeSnapshot(*r.newest);
-    if (decoded.ok()) {
-      latest = LatestSnapshot{"", *std::move(decoded), {}};
+    // Received and checked by this coordinator; the disk holds it or an
+    // older one, so there is nothing to read back.
+    r.resume = r.newest;
+    r.resume_step = r.newest_step;
+    epoch = r.newest_epoch;
+    source = absl::StrFormat("step %d as received", r.resume_step);
+  } else {
+    auto latest = snapshots_->Latest(job.id());
+    if (!latest.ok()) {
+      source = absl::StrCat("from the job seed: ", latest.status().message());
     } else {
-      latest = decoded.status();
+      r.resume = std::make_shared<const std::string>(EncodeSnapshot(latest->snapshot));
+      r.resume_step = latest->snapshot.global_step;
+      epoch = latest->snapshot.epoch;
+      source = fs::path(latest->path).filename().string();
+      if (!latest->skipped.empty()) {
+        snapshots_rejected_ += latest->skipped.size();
+        source = absl::StrCat(source, "; skipped ", absl::StrJoin(latest->skipped, "; "));
+      }
     }
-  } else {
-    latest = snapshots_->Latest(job.id());
   }
-  if (!latest.ok()) {
-    source = absl::StrCat("from the job seed: ", latest.status().message());
-  } else {
-    r.resume = r.newest != nullptr
-                   ? r.newest
-                   : std::make_shared<const std::string>(EncodeSnapshot(latest->snapshot));
-    r.resume_step = latest->snapshot.global_step;
-    source = latest->path.empty()
-                 ? absl::StrFormat("step %d as received", r.resume_step)
-                 : fs::path(latest->path).filename().string();
-    const size_t epochs = std::min<size_t>(latest->snapshot.epoch, job.progress().epochs_size());
+  if (r.resume != nullptr) {
+    const size_t epochs = std::min<size_t>(epoch, job.progress().epochs_size());
     r.epochs_before.assign(job.progress().epochs().begin(),
                            job.progress().epochs().begin() + static_cast<long>(epochs));
-  }
-  if (latest.ok() && !latest->skipped.empty()) {
-    snapshots_rejected_ += latest->skipped.size();
-    source = absl::StrCat(source, "; skipped ", absl::StrJoin(latest->skipped, "; "));
   }
   Log(absl::StrFormat("job %s generation %d resumes at global step %d (%s)", job.id(),
                       job.generation(), r.resume_step, source));
@@ -306,20 +303,14 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
       return absl::PermissionDeniedError("only rank 0 uploads snapshots");
     }
   }
-  // Checked (CRC, job, step) outside the lock; written by the writer thread.
-  const absl::StatusOr<Snapshot> decoded = DecodeSnapshot(bytes);
-  absl::Status st = decoded.status();
-  if (st.ok() && (decoded->job_id != job || decoded->global_step != global_step)) {
-    st = absl::InvalidArgumentError(absl::StrFormat(
-        "snapshot upload for job %s step %d holds job \"%s\" step %d", job, global_step,
-        decoded->job_id.substr(0, 64), decoded->global_step));
-  }
+  // Checked (CRC, job, step) once, outside the lock; written by the writer thread.
+  const absl::StatusOr<Snapshot> decoded = CheckSnapshotUpload(job, global_step, bytes);
   absl::MutexLock lock(&mu_);
-  if (!st.ok()) {
+  if (!decoded.ok()) {
     ++snapshots_rejected_;
     Log(absl::StrFormat("job %s: snapshot at step %d refused: %s", job, global_step,
-                        st.message()));
-    return st;
+                        decoded.status().message()));
+    return decoded.status();
   }
   auto r = FindJob(job);
   if (!r.ok()) return r.status();
@@ -328,6 +319,7 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   const auto shared = std::make_shared<const std::string>(std::move(bytes));
   rec.newest = shared;
   rec.newest_step = global_step;
+  rec.newest_epoch = decoded->epoch;
   rec.job.set_snapshot_step(global_step);
   rec.job.set_snapshot_time_ms(NowMs());
   rec.job.set_snapshot_bytes(shared->size());
@@ -354,7 +346,7 @@ void Coordinator::WriteSnapshotsLoop() {
       pending_writes_.erase(pending_writes_.begin());
       writing_ = true;
     }
-    const absl::Status st = snapshots_->Put(job, w.step, *w.bytes);
+    const absl::Status st = snapshots_->PutChecked(job, w.step, *w.bytes);
     absl::MutexLock lock(&mu_);
     if (st.ok()) {
       ++snapshots_stored_;

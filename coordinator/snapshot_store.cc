@@ -169,10 +169,10 @@ absl::Status SnapshotStore::PruneLocked(const std::string& job_id) {
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::Put(const std::string& job_id, uint64_t global_step,
-                                const std::string& bytes) {
+absl::StatusOr<Snapshot> CheckSnapshotUpload(const std::string& job_id, uint64_t global_step,
+                                              std::span<const char> bytes) {
   TAGI_RETURN_IF_ERROR(ValidateSnapshotJobId(job_id));
-  const absl::StatusOr<Snapshot> decoded = DecodeSnapshot(bytes);
+  absl::StatusOr<Snapshot> decoded = DecodeSnapshot(bytes);
   if (!decoded.ok()) {
     return absl::Status(decoded.status().code(),
                         absl::StrCat("refusing the snapshot upload of job ", job_id, " step ",
@@ -183,6 +183,18 @@ absl::Status SnapshotStore::Put(const std::string& job_id, uint64_t global_step,
         absl::StrFormat("snapshot upload for job %s step %d holds job \"%s\" step %d", job_id,
                         global_step, absl::CEscape(decoded->job_id), decoded->global_step));
   }
+  return decoded;
+}
+
+absl::Status SnapshotStore::Put(const std::string& job_id, uint64_t global_step,
+                                const std::string& bytes) {
+  TAGI_RETURN_IF_ERROR(CheckSnapshotUpload(job_id, global_step, bytes).status());
+  return PutChecked(job_id, global_step, bytes);
+}
+
+absl::Status SnapshotStore::PutChecked(const std::string& job_id, uint64_t global_step,
+                                       const std::string& bytes) {
+  TAGI_RETURN_IF_ERROR(ValidateSnapshotJobId(job_id));  // the path is built from it
   absl::MutexLock lock(&mu_);
   const fs::path job_dir = JobDir(job_id);
   std::error_code ec;

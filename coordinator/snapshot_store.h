@@ -71,6 +71,13 @@ absl::Status CheckSnapshotCandidate(std::string_view job_id, const SnapshotCandi
 absl::StatusOr<SnapshotChoice> ChooseSnapshot(std::string_view job_id,
                                               std::span<const SnapshotCandidate> candidates);
 
+// The decoded snapshot when `bytes` are an intact snapshot (CRC, format) of
+// job_id at global_step: what Put checks before writing. InvalidArgument for
+// a bad job id or another job / step; DataLoss or FailedPrecondition (an
+// unknown format version) for bytes that do not decode.
+absl::StatusOr<Snapshot> CheckSnapshotUpload(const std::string& job_id, uint64_t global_step,
+                                              std::span<const char> bytes);
+
 struct LatestSnapshot {
   std::string path;
   Snapshot snapshot;
@@ -90,6 +97,10 @@ class SnapshotStore {
   // format version): bytes that do not decode; nothing is written.
   // Internal / PermissionDenied: the disk failed.
   absl::Status Put(const std::string& job_id, uint64_t global_step, const std::string& bytes);
+  // Put without the check, for bytes that already passed CheckSnapshotUpload
+  // (the coordinator checks on receipt and writes later).
+  absl::Status PutChecked(const std::string& job_id, uint64_t global_step,
+                          const std::string& bytes);
 
   // InvalidArgument: bad job id. NotFound: no snapshot of the job decodes
   // (the message lists the skipped files).

@@ -7,7 +7,7 @@
 #include "worker/attempt.h"
 
 #include "absl/strings/str_format.h"
-#include "common/rng.h"
+#include "common/backoff.h"
 
 namespace tagi {
 
@@ -17,13 +17,9 @@ Agent::Agent(AgentOptions options, Clock& clock)
       client_(options_.coordinator, options_.rpc_timeout, options_.security) {}
 
 void Agent::Backoff(int attempt) {
-  // 100 ms doubling to max_backoff, with +-50 % jitter so that a restarted
-  // coordinator is not hit by every worker at once.
-  const double base = std::min(0.1 * (1 << std::min(attempt, 10)),
-                               absl::ToDoubleSeconds(options_.max_backoff));
-  Rng rng(DeriveSeed(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())), attempt));
-  const double wait = base * (0.5 + rng.Uniform());
-  const absl::Time until = clock_.Now() + absl::Seconds(wait);
+  const absl::Time until =
+      clock_.Now() + BackoffDelay(attempt, options_.max_backoff,
+                                  static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
   while (!stop_ && clock_.Now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -217,7 +217,6 @@ Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, uint64
   // (and the epoch): they are the whole random state of training.
   s.rng_state = {SamplerSeed(a.spec()), DeriveSeed(a.spec().seed(), kInitStream), 0, 0};
   s.sigma_v = SigmaVAtEpoch(a.spec().noise(), epoch);
-  s.parameters.resize(2 * model.num_parameters());
   s.architecture = model.architecture().ToString();
   return s;
 }
@@ -225,6 +224,7 @@ Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, uint64
 absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model,
                                       uint64_t epoch, uint64_t step, uint64_t steps_per_epoch) {
   Snapshot s = SnapshotHeader(a, model, epoch, step, steps_per_epoch);
+  s.parameters.resize(2 * model.num_parameters());  // the arena [mu N][var N]
   TAGI_RETURN_IF_ERROR(model.ReadParameters(s.parameters));
   return s;
 }
@@ -268,9 +268,9 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
   } else if (s.architecture != expected.architecture) {
     wrong = absl::StrCat("its model is ", s.architecture, ", the job's is ",
                          expected.architecture);
-  } else if (s.parameters.size() != expected.parameters.size()) {
+  } else if (s.parameters.size() != 2 * model.num_parameters()) {
     wrong = absl::StrFormat("it holds %d parameters, the model %d", s.parameters.size(),
-                            expected.parameters.size());
+                            2 * model.num_parameters());
   } else if (s.rng_state != expected.rng_state || s.sigma_v != expected.sigma_v) {
     wrong = "its random state or sigma_v differs from the job's";
   }

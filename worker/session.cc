@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "common/grpc_util.h"
-#include "common/rng.h"
+#include "common/backoff.h"
 
 namespace tagi {
 namespace {
@@ -165,14 +165,11 @@ void Session::Loop() {
       if (stop_) return;
     }
     failures = RunStream() ? 0 : failures + 1;
-    // 100 ms doubling to max_backoff, +-50 % jitter: a restarted coordinator
-    // is not hit by every worker at once.
-    const double base = std::min(0.1 * (1 << std::min(failures, 10)),
-                                 absl::ToDoubleSeconds(options_.max_backoff));
-    Rng rng(DeriveSeed(static_cast<uint64_t>(absl::GetCurrentTimeNanos()), failures));
+    const absl::Duration wait = BackoffDelay(
+        failures, options_.max_backoff, static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
     absl::MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-    mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(base * (0.5 + rng.Uniform())));
+    mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
   }
 }
 
