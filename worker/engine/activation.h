@@ -5,16 +5,13 @@
 #ifndef TAGI_WORKER_ENGINE_ACTIVATION_H_
 #define TAGI_WORKER_ENGINE_ACTIVATION_H_
 
+#include "worker/engine/elementwise.h"
 #include "worker/engine/layer.h"
 
 namespace tagi::engine {
 
 // Moments of one unit through an activation.
-struct ActivationMoments {
-  float mu;
-  float var;
-  float jcb;
-};
+using ActivationMoments = elementwise::Moments;
 
 // The per-unit maths, exposed for tests. REQUIRES: var_z >= 0.
 ActivationMoments Activate(LayerKind kind, float slope, float mu_z, float var_z);

@@ -4,14 +4,9 @@
 #include <cmath>
 
 #include "worker/engine/blas.h"
+#include "worker/engine/elementwise.h"
 
 namespace tagi::engine {
-namespace {
-
-// sign(d) * min(|d|, cap), i.e. d clamped to [-cap, cap].
-inline float Capped(float d, float cap) { return std::min(std::max(d, -cap), cap); }
-
-}  // namespace
 
 void Linear::Reserve(size_t max_batch) {
   mu_w_sq_.resize(num_weights());
@@ -121,20 +116,17 @@ void Linear::ApplyStep(float cap_factor, float variance_floor) {
   float* __restrict msq = mu_w_sq_.data();
   float* __restrict second = w_second_.data();
   for (size_t i = 0; i < num_weights(); ++i) {
-    const float cap = std::sqrt(vw[i]) * inv_cap;
-    const float m = mw[i] + Capped(dmw[i], cap);
-    float v = vw[i] + Capped(dvw[i], cap);
-    v = v <= 0.0f ? variance_floor : v;
+    float m = mw[i];
+    float v = vw[i];
+    elementwise::CappedStep(inv_cap, variance_floor, dmw[i], dvw[i], &m, &v);
     mw[i] = m;
     vw[i] = v;
     msq[i] = m * m;
     second[i] = m * m + v;
   }
   for (size_t o = 0; o < out_; ++o) {
-    const float cap = std::sqrt(p_.b.var[o]) * inv_cap;
-    p_.b.mu[o] += Capped(d_.b.mu[o], cap);
-    const float v = p_.b.var[o] + Capped(d_.b.var[o], cap);
-    p_.b.var[o] = v <= 0.0f ? variance_floor : v;
+    elementwise::CappedStep(inv_cap, variance_floor, d_.b.mu[o], d_.b.var[o], &p_.b.mu[o],
+                            &p_.b.var[o]);
   }
 }
 

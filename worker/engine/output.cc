@@ -4,22 +4,11 @@
 #include <cstring>
 #include <vector>
 
+#include "worker/engine/elementwise.h"
+
 namespace tagi::engine {
-namespace {
 
-// Innovation of one observed output; zero when masked or ill-conditioned.
-inline void Observe(float mu, float var, float y, float var_v, float* dmu, float* dvar) {
-  const float k = 1.0f / (var + var_v);
-  if (std::isnan(y) || !std::isfinite(k)) {
-    *dmu = 0.0f;
-    *dvar = 0.0f;
-    return;
-  }
-  *dmu = k * (y - mu);
-  *dvar = -k;
-}
-
-}  // namespace
+using elementwise::Observe;
 
 void RegressionDeltas(ConstGaussianView out, const float* targets, size_t n,
                       float sigma_v, GaussianView delta) {

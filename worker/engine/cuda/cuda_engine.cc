@@ -19,12 +19,7 @@
 
 namespace tagi::engine::cuda {
 
-static_assert(static_cast<int>(LayerKind::kRelu) == kernels::kRelu);
-static_assert(static_cast<int>(LayerKind::kLeakyRelu) == kernels::kLeakyRelu);
-static_assert(static_cast<int>(LayerKind::kSigmoid) == kernels::kSigmoid);
-static_assert(static_cast<int>(LayerKind::kTanh) == kernels::kTanh);
-static_assert(static_cast<int>(LayerKind::kSoftplus) == kernels::kSoftplus);
-static_assert(static_cast<int>(LayerKind::kMixtureRelu) == kernels::kMixtureRelu);
+// LayerKind numbers are elementwise::ActivationKind (asserted in activation.cc).
 static_assert(sizeof(int32_t) == sizeof(float));
 
 namespace {

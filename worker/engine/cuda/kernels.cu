@@ -1,10 +1,9 @@
 // Kernels of kernels.h. Plain grid-stride loops, one element per thread
 // step: the products dominate the time, these only have to stream memory.
-// Every formula mirrors the CPU engine's, including the order of float
-// operations where that order is visible in the result.
-#include <math.h>
-
+// The per-element formulas are the CPU engine's own (elementwise.h).
 #include "worker/engine/cuda/kernels.h"
+
+#include "worker/engine/elementwise.h"
 
 namespace tagi::engine::cuda::kernels {
 namespace {
@@ -29,81 +28,9 @@ cudaError_t Launch(void (*kernel)(Params...), size_t n, cudaStream_t stream, Arg
   return cudaGetLastError();
 }
 
-struct Moments {
-  float mu;
-  float var;
-  float jcb;
-};
-
-constexpr float kMixtureFloor = 1e-6f;
-constexpr double kInvSqrt2 = 0.70710678118654752;
-constexpr double kInvSqrt2Pi = 0.39894228040143268;
-
-__device__ Moments MixtureRelu(float mu_f, float var_f) {
-  if (!(var_f > 0.0f)) {
-    const float m = mu_f < kMixtureFloor ? kMixtureFloor : mu_f;
-    return {m, kMixtureFloor, mu_f > 0.0f ? 1.0f : 0.0f};
-  }
-  // In double, as on the CPU: var_a = E[a^2] - mu_a^2 cancels for large mu/sd.
-  const double mu = mu_f;
-  const double var = var_f;
-  const double sd = sqrt(var);
-  const double alpha = mu / sd;
-  const double cdf = 0.5 * erfc(-alpha * kInvSqrt2);
-  const double pdf = kInvSqrt2Pi * exp(-0.5 * alpha * alpha);
-  const double mu_a = mu * cdf + sd * pdf;
-  const double second = (mu * mu + var) * cdf + mu * sd * pdf;
-  const double var_a = second - mu_a * mu_a;
-  const float m = static_cast<float>(mu_a);
-  const float v = static_cast<float>(var_a);
-  return {m < kMixtureFloor ? kMixtureFloor : m, v < kMixtureFloor ? kMixtureFloor : v,
-          static_cast<float>(cdf)};
-}
-
-__device__ Moments Activate(int kind, float slope, float mu, float var) {
-  switch (kind) {
-    case kRelu:
-      return mu > 0.0f ? Moments{mu, var, 1.0f} : Moments{0.0f, 0.0f, 0.0f};
-    case kLeakyRelu:
-      return mu > 0.0f ? Moments{mu, var, 1.0f} : Moments{slope * mu, slope * slope * var, slope};
-    case kSigmoid: {
-      const float s = 1.0f / (1.0f + expf(-mu));
-      const float d = s * (1.0f - s);
-      return {s, d * d * var, d};
-    }
-    case kTanh: {
-      const float t = tanhf(mu);
-      const float d = 1.0f - t * t;
-      return {t, d * d * var, d};
-    }
-    case kSoftplus: {
-      const float sp = mu > 0.0f ? mu + log1pf(expf(-mu)) : log1pf(expf(mu));
-      const float d = 1.0f / (1.0f + expf(-mu));
-      return {sp, d * d * var, d};
-    }
-    case kMixtureRelu:
-      return MixtureRelu(mu, var);
-    default:
-      return {mu, var, 1.0f};
-  }
-}
-
-__device__ void Observe(float mu, float var, float y, float var_v, float* dmu, float* dvar) {
-  const float k = 1.0f / (var + var_v);
-  if (isnan(y) || !isfinite(k)) {
-    *dmu = 0.0f;
-    *dvar = 0.0f;
-    return;
-  }
-  *dmu = k * (y - mu);
-  *dvar = -k;
-}
-
-// d clamped to [-cap, cap] exactly as std::min(std::max(d, -cap), cap).
-__device__ float Capped(float d, float cap) {
-  const float lo = d < -cap ? -cap : d;
-  return cap < lo ? cap : lo;
-}
+using elementwise::Activate;
+using elementwise::Moments;
+using elementwise::Observe;
 
 __global__ void BroadcastBiasKernel(const float* mu_b, const float* var_b, size_t out, size_t n,
                                     float* mu_z, float* var_z) {
@@ -121,10 +48,10 @@ __global__ void SquareKernel(const float* x, size_t n, float* y) {
 __global__ void ReluKernel(const float* mz, const float* vz, size_t n, float* ma, float* va,
                            float* jcb) {
   TAGI_GRID_STRIDE(i, n) {
-    const float on = mz[i] > 0.0f ? 1.0f : 0.0f;
-    ma[i] = on * mz[i];
-    va[i] = on * vz[i];
-    jcb[i] = on;
+    const Moments m = elementwise::Relu(mz[i], vz[i]);
+    ma[i] = m.mu;
+    va[i] = m.var;
+    jcb[i] = m.jcb;
   }
 }
 
@@ -190,10 +117,9 @@ __global__ void BiasDeltasKernel(const float* dmu, const float* dvar, size_t bat
 __global__ void CappedStepKernel(float inv_cap, float floor_v, size_t n, float* mu, float* var,
                                  const float* dmu, const float* dvar, float* mu_sq, float* second) {
   TAGI_GRID_STRIDE(i, n) {
-    const float cap = sqrtf(var[i]) * inv_cap;
-    const float m = mu[i] + Capped(dmu[i], cap);
-    float v = var[i] + Capped(dvar[i], cap);
-    v = v <= 0.0f ? floor_v : v;
+    float m = mu[i];
+    float v = var[i];
+    elementwise::CappedStep(inv_cap, floor_v, dmu[i], dvar[i], &m, &v);
     mu[i] = m;
     var[i] = v;
     if (mu_sq != nullptr) {
@@ -231,7 +157,9 @@ cudaError_t Square(const float* x, size_t n, float* y, cudaStream_t stream) {
 cudaError_t ActivationForward(int kind, float slope, const float* mu_z, const float* var_z,
                               size_t n, float* mu_a, float* var_a, float* jcb,
                               cudaStream_t stream) {
-  if (kind == kRelu) return Launch(ReluKernel, n, stream, mu_z, var_z, n, mu_a, var_a, jcb);
+  if (kind == elementwise::kRelu) {
+    return Launch(ReluKernel, n, stream, mu_z, var_z, n, mu_a, var_a, jcb);
+  }
   return Launch(ActivationKernel, n, stream, kind, slope, mu_z, var_z, n, mu_a, var_a, jcb);
 }
 

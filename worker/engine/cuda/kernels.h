@@ -1,8 +1,8 @@
 // The elementwise CUDA kernels of the TAGI engine (the matrix products are
 // cuBLAS calls, cublas_gemm.h). Each function launches one kernel on
 // `stream` and returns the launch's error (cudaGetLastError); the work
-// itself runs asynchronously. Every formula is the one of the CPU engine
-// (linear.cc, activation.cc, output.cc), which cites shared/TAGI.md; sizes
+// itself runs asynchronously. The per-element formulas are those of the
+// CPU engine (worker/engine/elementwise.h, citing shared/TAGI.md); sizes
 // are element counts; all matrices are row-major. Internal to
 // worker/engine/cuda; this header is free of project C++20 headers so that
 // nvcc compiles kernels.cu on its own.
@@ -16,17 +16,6 @@
 
 namespace tagi::engine::cuda::kernels {
 
-// The activation kinds, numbered as engine::LayerKind (checked in
-// cuda_engine.cc).
-enum ActivationKind : int {
-  kRelu = 2,
-  kLeakyRelu = 3,
-  kSigmoid = 4,
-  kTanh = 5,
-  kSoftplus = 6,
-  kMixtureRelu = 7,
-};
-
 // mu_z[b][o] = mu_b[o], var_z[b][o] = var_b[o]: the biases the forward
 // products then accumulate onto (beta = 1).
 cudaError_t BroadcastBias(const float* mu_b, const float* var_b, size_t batch, size_t out,
@@ -35,7 +24,8 @@ cudaError_t BroadcastBias(const float* mu_b, const float* var_b, size_t batch, s
 // y[i] = x[i]^2.
 cudaError_t Square(const float* x, size_t n, float* y, cudaStream_t stream);
 
-// Moments of n units through an activation and its jcb (TAGI.md section 3).
+// Moments of n units through an activation (elementwise::ActivationKind)
+// and its jcb (TAGI.md section 3).
 cudaError_t ActivationForward(int kind, float slope, const float* mu_z, const float* var_z,
                               size_t n, float* mu_a, float* var_a, float* jcb, cudaStream_t stream);
 
