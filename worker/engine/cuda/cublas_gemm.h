@@ -1,8 +1,6 @@
 // The row-major product of blas.h on the GPU: one cublasSgemm call.
-// cuBLAS is column-major, and a row-major matrix is the column-major view of
-// its transpose, so C = op(A) op(B) (row-major) is computed as the
-// column-major C^T = op(B)^T op(A)^T: the operands swap places, each keeps
-// its own transpose flag, and m and n swap. Internal to worker/engine/cuda.
+// The mapping to cuBLAS's column-major arguments is gemm_mapping.h.
+// Internal to worker/engine/cuda.
 #ifndef TAGI_WORKER_ENGINE_CUDA_CUBLAS_GEMM_H_
 #define TAGI_WORKER_ENGINE_CUDA_CUBLAS_GEMM_H_
 
