@@ -113,7 +113,7 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
   r.job.set_state(tagi::v1::PENDING);
   r.job.set_world_size(static_cast<uint32_t>(world));
   r.job.set_submit_time_ms(NowMs());
-  r.job.set_reason(absl::StrFormat("waiting for %d idle workers", world));
+  r.job.set_reason(WaitingReason(world, IsCudaDevice(spec.device())));
   Changed(r);
   PersistLocked(r);
   ScheduleLocked();
@@ -299,12 +299,17 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
     *resp.mutable_assignment() = w->assignment;
     return resp;
   }
-  // A spare: the oldest running (or recovering) job of several ranks.
+  // A spare: the oldest running (or recovering) job of several ranks that
+  // this worker could be placed in (a CPU worker never runs a GPU job).
   const JobRecord* warm = nullptr;
+  const bool gpu_worker = IsCudaDevice(w->info.device());
   for (const auto& [id, r] : jobs_) {
     const bool active = r.job.state() == tagi::v1::RUNNING ||
                         (r.job.state() == tagi::v1::PENDING && r.job.generation() > 0);
-    if (active && r.job.world_size() > 1 && (warm == nullptr || r.seq < warm->seq)) warm = &r;
+    const bool fits = gpu_worker || !IsCudaDevice(r.job.spec().device());
+    if (active && fits && r.job.world_size() > 1 && (warm == nullptr || r.seq < warm->seq)) {
+      warm = &r;
+    }
   }
   if (warm != nullptr) *resp.mutable_warm() = warm->job.spec();
   return resp;
@@ -320,11 +325,13 @@ void Coordinator::ScheduleLocked() {
             [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
   std::vector<PendingJobView> queue;
   for (const JobRecord* r : pending) {
-    queue.push_back({r->job.id(), static_cast<int>(r->job.world_size()), r->previous_workers});
+    queue.push_back({r->job.id(), static_cast<int>(r->job.world_size()), r->previous_workers,
+                     IsCudaDevice(r->job.spec().device())});
   }
   std::vector<WorkerView> views;
   for (const auto& [id, w] : workers_) {
-    views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen});
+    views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen,
+                     IsCudaDevice(w.info.device())});
   }
   for (const Placement& p : DecidePlacements(clock_.Now(), queue, views, options_.membership)) {
     StartJobLocked(jobs_.at(p.job_id), p);

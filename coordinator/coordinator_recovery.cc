@@ -226,8 +226,9 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
   store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
   r.resume.reset();
   job.set_state(tagi::v1::PENDING);
-  job.set_reason(absl::StrFormat("recovering: %s; waiting for %d workers", reason,
-                                 job.world_size()));
+  job.set_reason(absl::StrCat("recovering: ", reason, "; ",
+                              WaitingReason(static_cast<int>(job.world_size()),
+                                            IsCudaDevice(job.spec().device()))));
   Log(absl::StrFormat("job %s generation %d ended: %s (restart %d)", job.id(), gen, reason,
                       job.restarts()));
   Changed(r);
@@ -447,8 +448,9 @@ void Coordinator::LoadState() {
       j.set_restarts(j.restarts() + 1);
       r.previous_workers.assign(j.workers().begin(), j.workers().end());
       j.set_state(tagi::v1::PENDING);
-      j.set_reason(absl::StrFormat(
-          "recovering: the coordinator restarted; waiting for %d workers", j.world_size()));
+      j.set_reason(absl::StrCat("recovering: the coordinator restarted; ",
+                                WaitingReason(static_cast<int>(j.world_size()),
+                                              IsCudaDevice(j.spec().device()))));
       PersistLocked(r);
     }
     startup_log_.push_back(Log(absl::StrFormat("reloaded job %s: %s, generation %d", j.id(),

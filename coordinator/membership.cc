@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec.h"
 
 namespace tagi::coordinator {
 namespace {
@@ -30,46 +31,72 @@ bool WorkerIdLess(const std::string& a, const std::string& b) {
   return na != nb ? na < nb : a < b;
 }
 
+bool IsCudaDevice(const std::string& device) {
+  const absl::StatusOr<int> ordinal = ParseDevice(device);
+  return ordinal.ok() && *ordinal >= 0;
+}
+
+std::string WaitingReason(int world, bool gpu) {
+  return absl::StrFormat("waiting for %d idle %sworkers", world, gpu ? "cuda " : "");
+}
+
 std::vector<Placement> DecidePlacements(absl::Time now,
                                         const std::vector<PendingJobView>& queue,
                                         const std::vector<WorkerView>& workers,
                                         const MembershipOptions& options) {
-  std::vector<std::string> free;
+  struct Free {
+    std::string id;
+    bool gpu;
+    bool taken;
+  };
+  std::vector<Free> free;
   for (const WorkerView& w : workers) {
-    if (w.idle && Live(now, w, options)) free.push_back(w.id);
+    if (w.idle && Live(now, w, options)) free.push_back({w.id, w.gpu, false});
   }
-  std::sort(free.begin(), free.end(), WorkerIdLess);
-  std::vector<bool> taken(free.size(), false);
-  size_t left = free.size();
+  std::sort(free.begin(), free.end(),
+            [](const Free& a, const Free& b) { return WorkerIdLess(a.id, b.id); });
   std::vector<Placement> out;
   for (const PendingJobView& job : queue) {
+    // The workers this job may take, most preferred first: GPU workers for
+    // a GPU job; CPU workers, then GPU workers, for a CPU job.
+    std::vector<Free*> eligible;
+    for (Free& f : free) {
+      if (!f.taken && f.gpu == job.gpu) eligible.push_back(&f);
+    }
+    if (!job.gpu) {
+      for (Free& f : free) {
+        if (!f.taken && f.gpu) eligible.push_back(&f);
+      }
+    }
     const size_t need = static_cast<size_t>(job.world);
-    if (left < need) continue;
+    if (eligible.size() < need) continue;
+    const size_t available = eligible.size();
     Placement p;
     p.job_id = job.id;
     p.workers.assign(need, "");
     size_t kept = 0;
     for (size_t rank = 0; rank < need && rank < job.previous.size(); ++rank) {
-      auto it = std::find(free.begin(), free.end(), job.previous[rank]);
-      const size_t i = static_cast<size_t>(it - free.begin());
-      if (it == free.end() || taken[i]) continue;
-      p.workers[rank] = *it;
-      taken[i] = true;
+      auto it = std::find_if(eligible.begin(), eligible.end(), [&](const Free* f) {
+        return !f->taken && f->id == job.previous[rank];
+      });
+      if (it == eligible.end()) continue;
+      p.workers[rank] = (*it)->id;
+      (*it)->taken = true;
       ++kept;
     }
-    size_t next = 0;
+    auto next = eligible.begin();
     for (std::string& slot : p.workers) {
       if (!slot.empty()) continue;
-      while (taken[next]) ++next;
-      slot = free[next];
-      taken[next] = true;
+      while ((*next)->taken) ++next;
+      slot = (*next)->id;
+      (*next)->taken = true;
     }
-    left -= need;
+    const char* kind = job.gpu ? "cuda " : "";
     p.reason = job.previous.empty()
-                   ? absl::StrFormat("%d idle workers for world %d: ranks %s", free.size(), need,
-                                     absl::StrJoin(p.workers, ", "))
-                   : absl::StrFormat("resumed on %d workers (%d kept their ranks): ranks %s",
-                                     need, kept, absl::StrJoin(p.workers, ", "));
+                   ? absl::StrFormat("%d idle %sworkers for world %d: ranks %s", available, kind,
+                                     need, absl::StrJoin(p.workers, ", "))
+                   : absl::StrFormat("resumed on %d %sworkers (%d kept their ranks): ranks %s",
+                                     need, kind, kept, absl::StrJoin(p.workers, ", "));
     out.push_back(std::move(p));
   }
   return out;

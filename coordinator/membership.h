@@ -24,6 +24,7 @@ struct WorkerView {
   std::string id;
   bool idle = false;        // registered and not in a job
   absl::Time last_seen;
+  bool gpu = false;         // started with --device cuda:N
 };
 
 struct PendingJobView {
@@ -32,6 +33,7 @@ struct PendingJobView {
   // Worker of each rank in the job's failed generation (empty for a job
   // that never ran): those still free keep their ranks.
   std::vector<std::string> previous;
+  bool gpu = false;         // the job's device is cuda
 };
 
 struct Placement {
@@ -47,6 +49,11 @@ struct Placement {
 // place and starts as soon as enough workers are idle. A job resuming after
 // a failure gives each of its previous workers that is free its old rank
 // and fills the other ranks with the lowest free ids.
+//
+// Devices: a GPU job runs on GPU workers only and waits for them (however
+// many CPU workers are idle); a CPU job runs on CPU workers first and
+// spills onto GPU workers (they run the CPU engine) only when the CPU
+// workers alone are too few, so GPU hosts stay free for GPU jobs.
 std::vector<Placement> DecidePlacements(absl::Time now,
                                         const std::vector<PendingJobView>& queue,
                                         const std::vector<WorkerView>& workers,
@@ -63,6 +70,12 @@ std::vector<Departure> DecideDepartures(absl::Time now, const std::vector<Worker
 
 // Worker ids compare by their numeric suffix ("w-2" < "w-10").
 bool WorkerIdLess(const std::string& a, const std::string& b);
+
+// "waiting for N idle workers" / "... idle cuda workers".
+std::string WaitingReason(int world, bool gpu);
+
+// Whether a worker's or a job's device string ("cpu", "cuda:N") names a GPU.
+bool IsCudaDevice(const std::string& device);
 
 }  // namespace tagi::coordinator
 

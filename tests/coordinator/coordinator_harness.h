@@ -83,10 +83,10 @@ class CoordinatorTest : public ::testing::Test {
   Coordinator& Start(int world) { return Start(Options(world)); }
   Coordinator& coord() { return *coord_; }
 
-  std::string Register(const std::string& host = "host") {
+  std::string Register(const std::string& host = "host", const std::string& device = "cpu") {
     tagi::v1::RegisterRequest req;
     req.set_hostname(host);
-    req.set_device("cpu");
+    req.set_device(device);
     return coord_->Register(req, "ipv4:127.0.0.1:1234").worker_id();
   }
   std::vector<std::string> RegisterN(int n) {

@@ -70,6 +70,29 @@ TEST_F(CoordinatorTest, SubmitRefusesWhenTheQueueIsFull) {
   EXPECT_TRUE(coord().Submit(Spec(2)).ok());
 }
 
+TEST_F(CoordinatorTest, CudaJobWaitsForACudaWorkerWhileCpuJobsRunOnCpuWorkers) {
+  Start(4);
+  const std::vector<std::string> cpu = RegisterN(2);
+  tagi::v1::JobSpec spec = Spec(1);
+  spec.set_device("cuda:0");
+  auto gpu_job = coord().Submit(spec);
+  ASSERT_TRUE(gpu_job.ok()) << gpu_job.status();
+  EXPECT_EQ(State(gpu_job->id()), tagi::v1::PENDING);
+  EXPECT_THAT(GetJob(gpu_job->id()).reason(), HasSubstr("waiting for 1 idle cuda workers"));
+  for (const std::string& w : cpu) EXPECT_EQ(Worker(w).state(), "IDLE");
+  // A younger CPU job starts on the CPU workers meanwhile.
+  const std::string cpu_job = Submit(2);
+  EXPECT_EQ(State(cpu_job), tagi::v1::RUNNING);
+  EXPECT_THAT(GetJob(cpu_job).workers(), ElementsAre(cpu[0], cpu[1]));
+  // A GPU worker joins: the waiting job starts on it.
+  const std::string gpu = Register("gpu-host", "cuda:0");
+  EXPECT_EQ(State(gpu_job->id()), tagi::v1::RUNNING);
+  EXPECT_THAT(GetJob(gpu_job->id()).workers(), ElementsAre(gpu));
+  EXPECT_THAT(GetJob(gpu_job->id()).reason(), HasSubstr("cuda workers for world 1"));
+  EXPECT_EQ(AssignmentOf(gpu).job_id(), gpu_job->id());
+  EXPECT_EQ(Worker(gpu).device(), "cuda:0");
+}
+
 TEST_F(CoordinatorTest, ListsJobsInSubmissionOrder) {
   Start(1);
   std::vector<std::string> submitted;

@@ -137,6 +137,83 @@ TEST(DecidePlacements, PlacesEachWorkerAtMostOnceAcrossJobs) {
   EXPECT_EQ(placed[1].job_id, "job-2");
 }
 
+// Devices: w-1, w-2 run the CPU engine, w-3, w-4 have a GPU.
+std::vector<WorkerView> MixedWorkers() {
+  std::vector<WorkerView> out = IdleWorkers(4);
+  out[2].gpu = true;
+  out[3].gpu = true;
+  return out;
+}
+
+PendingJobView GpuJob(const std::string& id, int world, std::vector<std::string> previous = {}) {
+  return {id, world, std::move(previous), /*gpu=*/true};
+}
+
+TEST(DecidePlacements, GpuJobWaitsForGpuWorkersHoweverManyCpuWorkersAreIdle) {
+  EXPECT_THAT(DecidePlacements(kNow, {GpuJob("job-1", 1)}, IdleWorkers(8), Options()), IsEmpty());
+  const auto placed = DecidePlacements(kNow, {GpuJob("job-1", 3)}, MixedWorkers(), Options());
+  EXPECT_THAT(placed, IsEmpty()) << "only two GPU workers for world 3";
+}
+
+TEST(DecidePlacements, GpuJobTakesGpuWorkersEvenWhenCpuWorkersHaveLowerIds) {
+  const auto placed = DecidePlacements(kNow, {GpuJob("job-1", 2)}, MixedWorkers(), Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-3", "w-4"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("2 idle cuda workers for world 2"));
+}
+
+TEST(DecidePlacements, CpuJobPrefersCpuWorkersAndSpillsOntoGpuWorkersOnlyWhenShort) {
+  std::vector<WorkerView> workers = MixedWorkers();
+  std::swap(workers[0].gpu, workers[3].gpu);  // w-1 has a GPU, w-4 does not
+  auto placed = DecidePlacements(kNow, {{"job-1", 2}}, workers, Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-2", "w-4"));
+  placed = DecidePlacements(kNow, {{"job-1", 3}}, workers, Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-2", "w-4", "w-1"));
+}
+
+TEST(DecidePlacements, OlderCpuJobAndYoungerGpuJobShareAMixedCluster) {
+  const auto placed = DecidePlacements(kNow, {{"job-1", 2}, GpuJob("job-2", 2)}, MixedWorkers(),
+                                       Options());
+  ASSERT_EQ(placed.size(), 2u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2"));
+  EXPECT_THAT(placed[1].workers, ElementsAre("w-3", "w-4"));
+  // A GPU job first in the queue leaves the CPU workers to the CPU job.
+  const auto swapped = DecidePlacements(kNow, {GpuJob("job-1", 2), {"job-2", 2}}, MixedWorkers(),
+                                        Options());
+  ASSERT_EQ(swapped.size(), 2u);
+  EXPECT_THAT(swapped[0].workers, ElementsAre("w-3", "w-4"));
+  EXPECT_THAT(swapped[1].workers, ElementsAre("w-1", "w-2"));
+}
+
+TEST(DecidePlacements, ResumedGpuJobKeepsItsGpuRanksAndNeverTakesACpuWorker) {
+  std::vector<WorkerView> workers = MixedWorkers();
+  workers.push_back(Idle("w-5"));
+  workers.back().gpu = true;
+  // Rank 0 was w-4 (still free), rank 1 was w-9 (dead); w-1 is a CPU worker
+  // named as a previous rank by a corrupt record: it is not taken.
+  const auto placed = DecidePlacements(kNow, {GpuJob("job-1", 3, {"w-4", "w-9", "w-1"})},
+                                       workers, Options());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-4", "w-3", "w-5"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("resumed on 3 cuda workers (1 kept their ranks)"));
+}
+
+TEST(WaitingReason, NamesTheDeviceKind) {
+  EXPECT_EQ(WaitingReason(2, false), "waiting for 2 idle workers");
+  EXPECT_EQ(WaitingReason(1, true), "waiting for 1 idle cuda workers");
+}
+
+TEST(IsCudaDevice, ParsesDeviceStrings) {
+  EXPECT_TRUE(IsCudaDevice("cuda:0"));
+  EXPECT_TRUE(IsCudaDevice("cuda:7"));
+  EXPECT_FALSE(IsCudaDevice("cpu"));
+  EXPECT_FALSE(IsCudaDevice(""));
+  EXPECT_FALSE(IsCudaDevice("cuda"));  // malformed: not a GPU
+  EXPECT_FALSE(IsCudaDevice("gpu:0"));
+}
+
 TEST(DecideDepartures, NoneWhileEveryWorkerIsWithinTheTimeout) {
   const std::vector<WorkerView> workers = {Idle("w-1"), Idle("w-2", absl::Seconds(10))};
   EXPECT_THAT(DecideDepartures(kNow, workers, Options()), IsEmpty());

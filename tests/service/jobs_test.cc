@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -158,6 +159,35 @@ TEST_F(ServiceJobs, CancelStopsTheJobOnEveryWorker) {
     ASSERT_TRUE(st.has_value()) << w->name() << " still runs 10 s after SIGTERM";
     EXPECT_TRUE(st->ExitedWith(0)) << w->name() << ": " << st->ToString();
   }
+}
+
+TEST_F(ServiceJobs, CudaJobWaitsForAGpuWorkerWhileCpuWorkersRunCpuJobs) {
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(2));
+  StartWorker();
+  StartWorker();
+  ASSERT_TRUE(WaitForWorkers(2, "IDLE", absl::Seconds(20)));
+  const std::string gpu_json =
+      absl::StrReplaceAll(ToyJobJson({.name = "gpu", .world = 1}),
+                          {{"\"device\": \"cpu\"", "\"device\": \"cuda:0\""}});
+  ASSERT_THAT(gpu_json, HasSubstr("cuda:0"));
+  const std::string gpu = Submit(WriteJob("gpu", gpu_json));
+  ASSERT_FALSE(gpu.empty());
+  // A CPU job submitted after it runs to its end on the CPU workers while
+  // the GPU job keeps waiting (it is never placed on a CPU worker, where it
+  // would fail).
+  const std::string cpu = Submit(WriteJob("cpu", ToyJobJson({.name = "cpu", .world = 2})));
+  ASSERT_FALSE(cpu.empty());
+  const auto done = WaitForJob(cpu, Terminal, absl::Seconds(60));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->state(), tagi::v1::SUCCEEDED) << done->reason();
+  const auto waiting = GetJob(gpu);
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->state(), tagi::v1::PENDING);
+  EXPECT_THAT(waiting->reason(), HasSubstr("waiting for 1 idle cuda workers"));
+  EXPECT_EQ(waiting->generation(), 0u) << "placed on a CPU worker";
+  EXPECT_TRUE(WaitForWorkers(2, "IDLE", absl::Seconds(10)));
+  const ProcessResult cancel = Ctl({"cancel", gpu});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
 }
 
 TEST_F(ServiceJobs, MissingDataFileFailsTheJobWithTheReason) {
