@@ -5,11 +5,12 @@
 # prometheus-cpp 1.0, cpp-httplib, Gloo) under the same package names.
 # Build from the repository root (no GPU is needed to build):
 #   docker build -f deploy/docker/worker-cuda.Dockerfile -t tagi-ddp/worker-cuda .
-# Run on a host with the NVIDIA container toolkit:
+# Run on a host with the NVIDIA container toolkit (the container sees the
+# GPU it is given as device 0):
 #   docker run --gpus '"device=0"' -p 9100:9100 tagi-ddp/worker-cuda \
-#     --coord coord-host:7070 --host worker-host --metrics 0.0.0.0:9100
-# The CUDA engine arrives with the GPU issue; until then the worker trains with
-# --device cpu (the default here) and the image only carries the CUDA runtime.
+#     --coord coord-host:7070 --host worker-host --device cuda:0 --metrics 0.0.0.0:9100
+# cuBLAS is loaded at run time from the runtime image's CUDA libraries; NCCL
+# is linked. Without --device the worker runs the CPU engine only.
 ARG CUDA_VERSION=13.0.1
 ARG UBUNTU=ubuntu24.04
 
