@@ -115,13 +115,13 @@ std::string JobDetails(const tagi::v1::Job& j) {
 }
 
 std::string WorkerTable(const std::vector<tagi::v1::WorkerInfo>& workers) {
-  std::string out = absl::StrFormat("%-8s %-6s %-10s %-6s %-22s %s\n", "ID", "STATE", "JOB", "RANK",
-                                    "ADDRESS", "HOST");
+  std::string out = absl::StrFormat("%-8s %-6s %-10s %-6s %-8s %-22s %s\n", "ID", "STATE", "JOB",
+                                    "RANK", "DEVICE", "ADDRESS", "HOST");
   for (const auto& w : workers) {
-    absl::StrAppendFormat(&out, "%-8s %-6s %-10s %-6s %-22s %s\n", w.id(), w.state(),
+    absl::StrAppendFormat(&out, "%-8s %-6s %-10s %-6s %-8s %-22s %s\n", w.id(), w.state(),
                           w.job_id().empty() ? "-" : w.job_id(),
-                          w.job_id().empty() ? "-" : absl::StrCat(w.rank()), w.address(),
-                          w.hostname());
+                          w.job_id().empty() ? "-" : absl::StrCat(w.rank()),
+                          w.device().empty() ? "cpu" : w.device(), w.address(), w.hostname());
   }
   return out;
 }

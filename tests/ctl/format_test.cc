@@ -212,6 +212,7 @@ TEST(WorkerTable, ListsEachWorkerWithItsJobAndRank) {
   busy.set_rank(1);
   busy.set_address("ipv4:10.0.0.5:5000");
   busy.set_hostname("gpu-a");
+  busy.set_device("cuda:0");
   tagi::v1::WorkerInfo idle;
   idle.set_id("w-2");
   idle.set_state("IDLE");
@@ -219,14 +220,16 @@ TEST(WorkerTable, ListsEachWorkerWithItsJobAndRank) {
   idle.set_hostname("gpu-b");
   const std::vector<std::string> lines = Lines(WorkerTable({busy, idle}));
   ASSERT_EQ(lines.size(), 3u);
-  for (const char* column : {"ID", "STATE", "JOB", "RANK", "ADDRESS", "HOST"}) {
+  for (const char* column : {"ID", "STATE", "JOB", "RANK", "DEVICE", "ADDRESS", "HOST"}) {
     EXPECT_THAT(lines[0], HasSubstr(column));
   }
   EXPECT_THAT(lines[1], StartsWith("w-1"));
   EXPECT_THAT(lines[1], AllOf(HasSubstr("BUSY"), HasSubstr("job-3"), HasSubstr(" 1 "),
-                              HasSubstr("ipv4:10.0.0.5:5000"), HasSubstr("gpu-a")));
+                              HasSubstr("cuda:0"), HasSubstr("ipv4:10.0.0.5:5000"),
+                              HasSubstr("gpu-a")));
   EXPECT_THAT(lines[2], StartsWith("w-2"));
-  EXPECT_THAT(lines[2], AllOf(HasSubstr("IDLE"), HasSubstr("gpu-b"), Not(HasSubstr(" 1 "))));
+  EXPECT_THAT(lines[2], AllOf(HasSubstr("IDLE"), HasSubstr(" cpu "), HasSubstr("gpu-b"),
+                              Not(HasSubstr(" 1 "))));
 }
 
 }  // namespace

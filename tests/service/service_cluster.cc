@@ -151,7 +151,7 @@ std::vector<WorkerRow> ServiceTest::Workers() {
   if (r.exit_code != 0) return rows;
   bool header = true;
   for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipWhitespace())) {
-    if (header) {  // ID STATE JOB RANK ADDRESS HOST
+    if (header) {  // ID STATE JOB RANK DEVICE ADDRESS HOST
       header = false;
       continue;
     }

@@ -1,0 +1,128 @@
+#!/bin/sh
+# The GPU checks of issue 6 in one call of the workplace's device tool.
+#
+# The GPU machine has CUDA, cuBLAS and NCCL but none of the Debian packages
+# this project builds with, and no network. So the GPU binaries are built
+# here (nvcc compiles sm_80/sm_90 without a GPU) and travel with the
+# non-glibc, non-CUDA shared libraries they load and the Fashion-MNIST files,
+# as one archive in the ignored folder .devkit/ (about 40 MB; the device
+# tool's limit is 64 MiB). Nothing here runs at build or test time.
+#
+#   tools/device_kit.sh pack [BUILD_DIR]   # here, after `make build`
+#   # then, with the device tool, from the repository root:
+#   #   run(command="sh tools/device_kit.sh run", carry=[".devkit", ".whl"])
+#   tools/device_kit.sh run                # there: GPU tests, gpu_bench,
+#                                          # pytagi side by side; results in $OUT
+#
+# `run` also works on a machine without a GPU (the tests skip with the CUDA
+# runtime's reason, gpu_bench says why it measured nothing), which is how it
+# is checked here.
+set -eu
+
+KIT_DIR=.devkit
+ARCHIVE=$KIT_DIR/kit.tar.xz
+# The GPU tests, the binaries they start, and the benchmarks.
+BINARIES="cuda_test cuda_engine_test nccl_test service_gpu_test gpu_bench engine_bench
+  tagi-coordinator tagi-worker tagictl tagi-train"
+
+die() { echo "device_kit: $*" >&2; exit 1; }
+
+# Shared libraries the binaries need, minus the C runtime (glibc, libstdc++,
+# libgcc: the GPU machine's own are newer) and minus CUDA's libraries other
+# than the runtime (cuBLAS is loaded by soname, NCCL is 200 MB: both come
+# from the GPU machine's CUDA).
+libraries() {
+  for b in "$@"; do ldd "$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    grep -Ev '/lib(nccl|cublas|cublasLt|cuda)\.so'
+}
+
+pack() {
+  build=${1:-build}
+  [ -d "$build/bin" ] || die "no $build/bin: run make build first"
+  build_abs=$(cd "$build" && pwd)
+  source_abs=$(pwd)
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  mkdir -p "$stage/build/bin" "$stage/lib" "$stage/data"
+  paths=""
+  for b in $BINARIES; do
+    [ -x "$build/bin/$b" ] || die "$build/bin/$b is missing (is nvcc on PATH? TAGI_ENABLE_CUDA=ON?)"
+    cp "$build/bin/$b" "$stage/build/bin/"
+    paths="$paths $build/bin/$b"
+  done
+  # shellcheck disable=SC2086
+  for lib in $(libraries $paths); do cp -L "$lib" "$stage/lib/"; done
+  cp -r /usr/share/datasets/fashion-mnist "$stage/data/" ||
+    die "Fashion-MNIST is missing: apt-get install dataset-fashion-mnist"
+  # The tests find the binaries, the sources' examples and the data by the
+  # absolute paths they were built with.
+  printf 'SOURCE_DIR=%s\nBUILD_DIR=%s\nCOMMIT=%s\n' "$source_abs" "$build_abs" \
+    "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" > "$stage/paths"
+  mkdir -p "$KIT_DIR"
+  tar -C "$stage" -cJf "$ARCHIVE" .
+  echo "device_kit: $ARCHIVE: $(du -h "$ARCHIVE" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries)"
+}
+
+# The first directory holding $1 among the CUDA toolkit's and the Python
+# wheels' library folders.
+find_lib() {
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda-*/lib64 \
+           /usr/local/cuda-*/lib /usr/lib/x86_64-linux-gnu \
+           $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null |
+             tr ' ' '\n' | sed 's|$|/nvidia/*/lib|'); do
+    for match in $d; do
+      [ -e "$match/$1" ] && { echo "$match"; return 0; }
+    done
+  done
+  return 1
+}
+
+run() {
+  [ -f "$ARCHIVE" ] || die "no $ARCHIVE: pack it here first and carry .devkit"
+  out=${OUT:-$(mktemp -d)}
+  kit=$(mktemp -d)
+  tar -C "$kit" -xJf "$ARCHIVE"
+  . "$kit/paths"
+  # Put the kit where the binaries expect it.
+  if [ ! -d "$SOURCE_DIR" ]; then
+    mkdir -p "$(dirname "$SOURCE_DIR")"
+    ln -s "$(pwd)" "$SOURCE_DIR"
+  fi
+  if [ "$BUILD_DIR" != "$(cd "$SOURCE_DIR" && pwd)/build" ] || [ ! -x "$BUILD_DIR/bin/gpu_bench" ]; then
+    mkdir -p "$(dirname "$BUILD_DIR")"
+    [ -e "$BUILD_DIR" ] || ln -s "$kit/build" "$BUILD_DIR"
+  fi
+  bin=$BUILD_DIR/bin
+  [ -x "$bin/gpu_bench" ] || die "$BUILD_DIR exists and is not the kit's build"
+  if [ ! -d /usr/share/datasets/fashion-mnist ]; then
+    mkdir -p /usr/share/datasets && cp -r "$kit/data/fashion-mnist" /usr/share/datasets/
+  fi
+  libpath=$kit/lib
+  for so in libcublas.so.13 libnccl.so.2; do
+    if d=$(find_lib "$so"); then libpath=$libpath:$d; else echo "device_kit: $so not found" >&2; fi
+  done
+  export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "device_kit: commit $COMMIT, LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt" || true
+  status=0
+  for t in cuda_test cuda_engine_test nccl_test service_gpu_test; do
+    echo "== $t"
+    "$bin/$t" --gtest_output="json:$out/$t.json" > "$out/$t.log" 2>&1 || status=1
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" || tail -5 "$out/$t.log"
+  done
+  echo "== gpu_bench"
+  "$bin/gpu_bench" --json > "$out/gpu_bench.json" 2> "$out/gpu_bench.log" || status=1
+  cat "$out/gpu_bench.json" "$out/gpu_bench.log"
+  if ls .whl/pytagi-*.whl > /dev/null 2>&1 && [ -f bench/pytagi_compare.py ]; then
+    echo "== pytagi side by side"
+    PYTHONUNBUFFERED=1 sh bench/pytagi_wheel.sh run-device "$bin" "$out" || status=1
+  fi
+  return $status
+}
+
+case "${1:-}" in
+  pack) shift; pack "$@" ;;
+  run) run ;;
+  *) die "usage: tools/device_kit.sh pack [BUILD_DIR] | run" ;;
+esac
