@@ -10,7 +10,9 @@
 // same run. Inputs are N(0, 1) draws and labels uniform: the work per step
 // does not depend on the data.
 //
-//   engine_bench [--seconds S] [--json]
+//   engine_bench [--seconds S] [--json] [--hidden H --batch B]
+// With --hidden (and --batch, default 128) it times only 784-H-H-11 at B,
+// named "784-H-H-11" (bench/pytagi_compare.py uses it for 784-4096-4096-11).
 #include <cblas.h>
 
 #include <chrono>
@@ -93,21 +95,38 @@ double SgemmGflops(int threads, size_t n, double seconds) {
 int Main(int argc, char** argv) {
   double seconds = 3.0;
   bool json = false;
+  int hidden = 0;
+  int batch = 128;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
+    } else if (std::strcmp(argv[i], "--hidden") == 0 && i + 1 < argc) {
+      hidden = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+      batch = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: engine_bench [--seconds S] [--json]\n");
+      std::fprintf(stderr, "usage: engine_bench [--seconds S] [--json] [--hidden H --batch B]\n");
       return 2;
     }
+  }
+  if (hidden < 0 || hidden > 65536 || batch < 1 || batch > 65536) {
+    std::fprintf(stderr, "engine_bench: --hidden must be in 1..65536, --batch in 1..65536\n");
+    return 2;
   }
   std::vector<Result> results;
   double sgemm[3] = {0, 0, 0};
   for (int t : {1, 2}) {
-    results.push_back(TimeTraining("a: 784-100-100-11", Mlp(100), 16, t, seconds));
-    results.push_back(TimeTraining("b: 784-1024-1024-11", Mlp(1024), 128, t, seconds));
+    if (hidden > 0) {
+      const std::string h = std::to_string(hidden);
+      const std::string name = "784-" + h + "-" + h + "-11";
+      results.push_back(TimeTraining(name, Mlp(static_cast<uint32_t>(hidden)),
+                                     static_cast<size_t>(batch), t, seconds));
+    } else {
+      results.push_back(TimeTraining("a: 784-100-100-11", Mlp(100), 16, t, seconds));
+      results.push_back(TimeTraining("b: 784-1024-1024-11", Mlp(1024), 128, t, seconds));
+    }
     sgemm[t] = SgemmGflops(t, 1024, seconds);
   }
   for (const Result& r : results) {

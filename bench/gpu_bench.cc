@@ -10,7 +10,9 @@
 // product (the device's fp32 peak as cuBLAS reaches it).
 // Without a CUDA device it says why and exits 0 (nothing to measure).
 //
-//   gpu_bench [--device N] [--seconds S] [--batch B] [--json]
+//   gpu_bench [--device N] [--seconds S] [--batch B] [--hidden H] [--json]
+// --hidden H (default 4096) times 784-H-H-11 instead; the SGEMM probes then
+// use H too.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -84,6 +86,7 @@ int Main(int argc, char** argv) {
   bool json = false;
   int device = 0;
   size_t batch = 128;
+  int hidden = 4096;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
@@ -93,11 +96,21 @@ int Main(int argc, char** argv) {
       device = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
       batch = static_cast<size_t>(std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--hidden") == 0 && i + 1 < argc) {
+      hidden = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gpu_bench [--device N] [--seconds S] [--batch B] [--json]\n");
+      std::fprintf(stderr,
+                   "usage: gpu_bench [--device N] [--seconds S] [--batch B] [--hidden H] "
+                   "[--json]\n");
       return 2;
     }
   }
+  if (hidden < 1 || hidden > 65536 || batch < 1 || batch > 65536) {
+    std::fprintf(stderr, "gpu_bench: --hidden must be in 1..65536, --batch in 1..65536\n");
+    return 2;
+  }
+  const size_t h = static_cast<size_t>(hidden);
+  const std::string net = "784-" + std::to_string(h) + "-" + std::to_string(h) + "-11";
   const engine::cuda::DeviceList gpus = engine::cuda::ListCudaDevices();
   if (device < 0 || static_cast<size_t>(device) >= gpus.devices.size()) {
     std::printf("gpu_bench: no CUDA device %d (%s): nothing to measure\n", device,
@@ -105,26 +118,26 @@ int Main(int argc, char** argv) {
     return 0;
   }
   const std::string name = gpus.devices[static_cast<size_t>(device)].name;
-  const engine::Architecture arch = Mlp(4096);
+  const engine::Architecture arch = Mlp(static_cast<uint32_t>(h));
   const double sps = TimeTraining(arch, batch, device, seconds);
   const double tflops = FlopsPerStep(arch, batch) / batch * sps / 1e12;
   const double sgemm_layer =
-      OrDie(engine::cuda::SgemmTflops(device, batch, 4096, 4096, seconds), "sgemm");
-  const double sgemm_square =
-      OrDie(engine::cuda::SgemmTflops(device, 4096, 4096, 4096, seconds), "sgemm");
+      OrDie(engine::cuda::SgemmTflops(device, batch, h, h, seconds), "sgemm");
+  const double sgemm_square = OrDie(engine::cuda::SgemmTflops(device, h, h, h, seconds), "sgemm");
   if (json) {
+    // The SGEMM keys keep their names (B x H x H, H cubed) whatever H is.
     std::printf(
-        "{\"bench\":\"784-4096-4096-11\",\"device\":\"%s\",\"batch\":%zu,"
-        "\"samples_per_second\":%.1f,\"tflops\":%.3f,\"sgemm_tflops_%zux4096x4096\":%.3f,"
-        "\"sgemm_tflops_4096cubed\":%.3f}\n",
-        name.c_str(), batch, sps, tflops, batch, sgemm_layer, sgemm_square);
+        "{\"bench\":\"%s\",\"device\":\"%s\",\"batch\":%zu,\"hidden\":%zu,"
+        "\"samples_per_second\":%.1f,\"tflops\":%.3f,\"sgemm_tflops_layer\":%.3f,"
+        "\"sgemm_tflops_square\":%.3f}\n",
+        net.c_str(), name.c_str(), batch, h, sps, tflops, sgemm_layer, sgemm_square);
   } else {
-    std::printf("784-4096-4096-11  B %zu  on %s\n", batch, name.c_str());
+    std::printf("%s  B %zu  on %s\n", net.c_str(), batch, name.c_str());
     std::printf("  TAGI training   %10.0f samples/s  %6.2f TFLOP/s\n", sps, tflops);
     std::printf(
-        "  cuBLAS SGEMM    %zux4096x4096: %6.2f TFLOP/s (engine at %.0f%%)   "
-        "4096^3: %6.2f TFLOP/s (engine at %.0f%%)\n",
-        batch, sgemm_layer, 100.0 * tflops / sgemm_layer, sgemm_square,
+        "  cuBLAS SGEMM    %zux%zux%zu: %6.2f TFLOP/s (engine at %.0f%%)   "
+        "%zu^3: %6.2f TFLOP/s (engine at %.0f%%)\n",
+        batch, h, h, sgemm_layer, 100.0 * tflops / sgemm_layer, h, sgemm_square,
         100.0 * tflops / sgemm_square);
   }
   return 0;

@@ -13,6 +13,8 @@
 #   #   run(command="sh tools/device_kit.sh run", carry=[".devkit", ".whl"])
 #   tools/device_kit.sh run                # there: GPU tests, gpu_bench,
 #                                          # pytagi side by side; results in $OUT
+# For the pytagi comparison, also fetch its wheel here first:
+#   PYTAGI_PYVERS=3.12 NUMPY_VERSION=none bench/pytagi_wheel.sh fetch   # .whl/, 5 MB
 #
 # `run` also works on a machine without a GPU (the tests skip with the CUDA
 # runtime's reason, gpu_bench says why it measured nothing), which is how it
@@ -80,7 +82,10 @@ find_lib() {
 
 run() {
   [ -f "$ARCHIVE" ] || die "no $ARCHIVE: pack it here first and carry .devkit"
+  # The device tool brings back at most 8 files from $OUT: the logs go into
+  # one archive there, and stdout says what matters.
   out=${OUT:-$(mktemp -d)}
+  logs=$(mktemp -d)
   kit=$(mktemp -d)
   tar -C "$kit" -xJf "$ARCHIVE"
   . "$kit/paths"
@@ -104,20 +109,38 @@ run() {
   done
   export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "device_kit: commit $COMMIT, LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt" || true
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
   status=0
   for t in cuda_test cuda_engine_test nccl_test service_gpu_test; do
     echo "== $t"
-    "$bin/$t" --gtest_output="json:$out/$t.json" > "$out/$t.log" 2>&1 || status=1
-    grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" || tail -5 "$out/$t.log"
+    "$bin/$t" --gtest_output="json:$logs/$t.json" > "$logs/$t.log" 2>&1 || status=1
+    # Results, and each failure with its message.
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|actual|error' \
+      "$logs/$t.log" | head -60 || tail -5 "$logs/$t.log"
   done
   echo "== gpu_bench"
-  "$bin/gpu_bench" --json > "$out/gpu_bench.json" 2> "$out/gpu_bench.log" || status=1
-  cat "$out/gpu_bench.json" "$out/gpu_bench.log"
-  if ls .whl/pytagi-*.whl > /dev/null 2>&1 && [ -f bench/pytagi_compare.py ]; then
+  for net in "128 4096" "128 1024" "16 100"; do
+    set -- $net
+    "$bin/gpu_bench" --json --batch "$1" --hidden "$2" >> "$logs/gpu_bench.json" 2>&1 || status=1
+  done
+  cat "$logs/gpu_bench.json"
+  # The reference library side by side, when its wheel travelled along
+  # (here: PYTAGI_PYVERS=3.12 NUMPY_VERSION=none bench/pytagi_wheel.sh fetch;
+  # carry .whl too).
+  if ls .whl/pytagi-*.whl > /dev/null 2>&1; then
     echo "== pytagi side by side"
-    PYTHONUNBUFFERED=1 sh bench/pytagi_wheel.sh run-device "$bin" "$out" || status=1
+    if bash bench/pytagi_wheel.sh install > "$logs/pytagi_install.log" 2>&1; then
+      eval "$(bash bench/pytagi_wheel.sh env)"
+      PYTHONUNBUFFERED=1 python3 bench/pytagi_compare.py --device cuda --bin-dir "$bin" \
+        --seconds 10 --json > "$logs/pytagi_compare.txt" 2>&1 || status=1
+      cat "$logs/pytagi_compare.txt"
+    else
+      tail -20 "$logs/pytagi_install.log"
+      echo "device_kit: pytagi did not install"; status=1
+    fi
   fi
+  tar -C "$logs" -czf "$out/device_kit_logs.tar.gz" .
+  echo "device_kit: logs and gtest JSON in $out/device_kit_logs.tar.gz; exit $status"
   return $status
 }
 
