@@ -118,7 +118,8 @@ Case RandomCase(uint64_t seed) {
   for (int l = 0; l < hidden; ++l) {
     const uint32_t next = 1 + static_cast<uint32_t>(rng.Below(64));
     c.arch.layers.push_back(Lin(width, next));
-    c.arch.layers.push_back(Act(kKinds[rng.Below(6)], 0.1f));
+    const LayerKind kind = kKinds[rng.Below(6)];
+    c.arch.layers.push_back(Act(kind, kind == LayerKind::kLeakyRelu ? 0.1f : 0.0f));
     width = next;
   }
   c.arch.layers.push_back(Lin(width, out));

@@ -21,11 +21,17 @@ int Blocks(size_t n) {
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
 
 // Launches kernel<<<Blocks(n), kThreads, 0, stream>>>(args...) unless n is 0.
+// (Under the host emulation of tests/cuda/emulation, which g++ compiles, the
+// launch is the emulator's.)
 template <typename... Params, typename... Args>
 cudaError_t Launch(void (*kernel)(Params...), size_t n, cudaStream_t stream, Args... args) {
   if (n == 0) return cudaSuccess;
+#if defined(TAGI_CUDA_HOST_EMULATION)
+  return tagi::cuda_emulation::Launch(stream, Blocks(n), kThreads, kernel, args...);
+#else
   kernel<<<Blocks(n), kThreads, 0, stream>>>(args...);
   return cudaGetLastError();
+#endif
 }
 
 using elementwise::Activate;
