@@ -19,12 +19,16 @@
 //    read of a pinned buffer before its copy is waited for sees stale data.
 //  - Kernels run their grid-stride loops block by block, thread by thread,
 //    with blockIdx/threadIdx/blockDim/gridDim set as on the device.
+//  - nccl.h beside this file emulates NCCL between threads of one process,
+//    a stream's collective waiting (without blocking the host) until every
+//    rank's stream reaches it.
 // Runtime state is process-global, as the real runtime's is.
 #ifndef TAGI_TESTS_CUDA_EMULATION_CUDA_RUNTIME_H_
 #define TAGI_TESTS_CUDA_EMULATION_CUDA_RUNTIME_H_
 
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <type_traits>
 
 #define TAGI_CUDA_HOST_EMULATION 1
@@ -40,7 +44,22 @@ enum cudaError_t {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
+};
+
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+  cudaMemoryTypeManaged = 3,
+};
+
+struct cudaPointerAttributes {
+  cudaMemoryType type;
+  int device;
+  void* devicePointer;
+  void* hostPointer;
 };
 
 enum cudaMemcpyKind {
@@ -79,6 +98,11 @@ cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaMalloc(void** p, size_t bytes);
+// The runtime header's typed overload.
+template <typename T>
+cudaError_t cudaMalloc(T** p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void**>(p), bytes);
+}
 cudaError_t cudaFree(void* p);
 cudaError_t cudaMallocHost(void** p, size_t bytes);
 cudaError_t cudaFreeHost(void* p);
@@ -92,6 +116,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
 namespace tagi::cuda_emulation {
@@ -99,8 +125,18 @@ namespace tagi::cuda_emulation {
 // Whether [p, p + bytes) lies inside one emulated device allocation.
 bool InDeviceMemory(const void* p, size_t bytes);
 
+// The number of emulated devices: TAGI_EMULATED_GPUS (1..8), default 2, so
+// that tests of several ranks with one GPU each run.
+int DeviceCount();
+
 // Queues `work` on `stream` (nullptr: runs it now).
 cudaError_t Enqueue(cudaStream_t stream, std::function<void()> work);
+// Queues work that may have to wait for other threads (a collective): the
+// stream runs `step` whenever it makes progress until it returns true, and
+// runs nothing after it before that.
+cudaError_t EnqueueBlocking(cudaStream_t stream, std::function<bool()> step);
+// The lock every emulated call holds (collectives of several threads).
+std::recursive_mutex& Lock();
 
 // A kernel argument that is a pointer must be null or point into device
 // memory (what it may touch beyond its first element is the kernel's).

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -18,7 +19,7 @@
 thread_local dim3 blockIdx, threadIdx, blockDim, gridDim;
 
 struct CUstream_st {
-  std::deque<std::function<void()>> queued;
+  std::deque<std::function<bool()>> queued;  // each: true once done
   uint64_t enqueued = 0;  // operations ever queued
   uint64_t done = 0;      // operations ever run
 };
@@ -72,12 +73,12 @@ cudaError_t Fail(cudaError_t err, const char* what) {
   return err;
 }
 
-// Runs queued work of `s` until `until` operations have run.
+// Runs queued work of `s` until `until` operations have run or one cannot
+// finish yet (a collective waiting for its peers).
 void Drain(CUstream_st* s, uint64_t until) {
   while (s->done < until && !s->queued.empty()) {
-    std::function<void()> work = std::move(s->queued.front());
+    if (!s->queued.front()()) return;
     s->queued.pop_front();
-    work();
     ++s->done;
   }
 }
@@ -86,7 +87,27 @@ void DrainAll() {
   for (CUstream_st* s : State().streams) Drain(s, s->enqueued);
 }
 
+// Waits (letting other threads' streams progress) until `s` has run `until`
+// operations.
+void WaitFor(CUstream_st* s, uint64_t until, std::unique_lock<std::recursive_mutex>& lock) {
+  for (;;) {
+    Drain(s, until);
+    if (s->done >= until) return;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
+  }
+}
+
 }  // namespace
+
+std::recursive_mutex& Lock() { return State().mu; }
+
+int DeviceCount() {
+  const char* env = std::getenv("TAGI_EMULATED_GPUS");
+  const int n = env == nullptr ? 2 : std::atoi(env);
+  return n < 1 ? 1 : (n > 8 ? 8 : n);
+}
 
 bool InDeviceMemory(const void* p, size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(State().mu);
@@ -105,7 +126,18 @@ cudaError_t Enqueue(cudaStream_t stream, std::function<void()> work) {
     work();
     return cudaSuccess;
   }
-  stream->queued.push_back(std::move(work));
+  stream->queued.push_back([work = std::move(work)] {
+    work();
+    return true;
+  });
+  ++stream->enqueued;
+  return cudaSuccess;
+}
+
+cudaError_t EnqueueBlocking(cudaStream_t stream, std::function<bool()> step) {
+  std::lock_guard<std::recursive_mutex> lock(State().mu);
+  if (stream == nullptr) return cudaErrorInvalidValue;  // a collective needs a stream
+  stream->queued.push_back(std::move(step));
   ++stream->enqueued;
   return cudaSuccess;
 }
@@ -148,12 +180,12 @@ cudaError_t cudaGetLastError() {
 }
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = tagi::cuda_emulation::DeviceCount();
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (device != 0) return cudaErrorInvalidDevice;
+  if (device < 0 || device >= tagi::cuda_emulation::DeviceCount()) return cudaErrorInvalidDevice;
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "tagi host emulation (no GPU)");
   prop->totalGlobalMem = size_t{8} << 30;
@@ -164,7 +196,22 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+  return device >= 0 && device < tagi::cuda_emulation::DeviceCount() ? cudaSuccess
+                                                                      : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* p) {
+  using tagi::cuda_emulation::Overlaps;
+  std::lock_guard<std::recursive_mutex> lock(State().mu);
+  *attr = cudaPointerAttributes{};
+  if (Overlaps(State().device, p)) {
+    attr->type = cudaMemoryTypeDevice;
+  } else if (Overlaps(State().pinned, p)) {
+    attr->type = cudaMemoryTypeHost;
+  } else {
+    attr->type = cudaMemoryTypeUnregistered;
+  }
+  return cudaSuccess;
 }
 
 namespace {
@@ -202,7 +249,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
                             cudaStream_t stream) {
   using tagi::cuda_emulation::Inside;
   using tagi::cuda_emulation::Overlaps;
-  std::lock_guard<std::recursive_mutex> lock(State().mu);
+  std::unique_lock<std::recursive_mutex> lock(State().mu);
   Runtime& rt = State();
   if (bytes == 0) return cudaSuccess;
   const bool dst_device = Inside(rt.device, dst, bytes);
@@ -231,7 +278,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   }
   if (kind == cudaMemcpyDeviceToHost && !dst_pinned) {
     // Into pageable memory it returns once the copy (and the work before it) is done.
-    if (stream != nullptr) tagi::cuda_emulation::Drain(stream, stream->enqueued);
+    if (stream != nullptr) tagi::cuda_emulation::WaitFor(stream, stream->enqueued, lock);
     std::memcpy(dst, src, bytes);
     return cudaSuccess;
   }
@@ -265,14 +312,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  std::lock_guard<std::recursive_mutex> lock(State().mu);
+  std::unique_lock<std::recursive_mutex> lock(State().mu);
   if (stream == nullptr) {
     tagi::cuda_emulation::DrainAll();
   } else {
-    tagi::cuda_emulation::Drain(stream, stream->enqueued);
+    tagi::cuda_emulation::WaitFor(stream, stream->enqueued, lock);
   }
-  const cudaError_t err = State().last_error;
-  return err;
+  return State().last_error;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
@@ -294,9 +340,16 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  std::lock_guard<std::recursive_mutex> lock(State().mu);
-  if (event->stream != nullptr) tagi::cuda_emulation::Drain(event->stream, event->position);
+  std::unique_lock<std::recursive_mutex> lock(State().mu);
+  if (event->stream != nullptr) tagi::cuda_emulation::WaitFor(event->stream, event->position, lock);
   return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  std::lock_guard<std::recursive_mutex> lock(State().mu);
+  if (event->stream == nullptr) return cudaSuccess;
+  tagi::cuda_emulation::Drain(event->stream, event->position);  // the device makes progress
+  return event->stream->done >= event->position ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
