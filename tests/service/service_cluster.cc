@@ -23,6 +23,16 @@ std::string Tail(const std::string& text, size_t n) {
 
 std::string BinPath(const std::string& name) { return std::string(TAGI_BIN_DIR) + "/" + name; }
 
+// The worker the tests start: tagi-worker, or the build given by
+// TAGI_WORKER_BINARY (the CUDA-emulation build of tests/cuda).
+std::string WorkerBinary() {
+#ifdef TAGI_WORKER_BINARY
+  return TAGI_WORKER_BINARY;
+#else
+  return BinPath("tagi-worker");
+#endif
+}
+
 bool HaveFashionMnist() {
   for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
@@ -91,7 +101,7 @@ void ServiceTest::StartCoordinator(int world, std::vector<std::string> flags,
 
 ChildProcess& ServiceTest::StartWorker(std::vector<std::string> flags, std::string coord) {
   std::vector<std::string> argv = {
-      BinPath("tagi-worker"), "--coord", coord.empty() ? address_ : coord, "--threads", "1",
+      WorkerBinary(), "--coord", coord.empty() ? address_ : coord, "--threads", "1",
       "--connect-timeout",    "20s",     "--collective-timeout",           "20s"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   const std::string name = absl::StrCat("worker", workers_.size() + 1);
