@@ -28,7 +28,10 @@ struct CUevent_st {
   CUstream_st* stream = nullptr;
   uint64_t position = 0;  // the stream's `enqueued` when recorded
   bool timing = false;
-  std::chrono::steady_clock::time_point when{};
+  // When the marker ran; shared with the queued marker, because an event may
+  // be destroyed before its work completes (the runtime then frees it later).
+  std::shared_ptr<std::chrono::steady_clock::time_point> when =
+      std::make_shared<std::chrono::steady_clock::time_point>();
 };
 
 struct cublasContext {
@@ -336,7 +339,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> lock(State().mu);
   event->stream = stream;
   event->position = stream == nullptr ? 0 : stream->enqueued + 1;
-  return Enqueue(stream, [event] { event->when = std::chrono::steady_clock::now(); });
+  return Enqueue(stream, [when = event->when] { *when = std::chrono::steady_clock::now(); });
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -354,7 +357,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!start->timing || !end->timing) return cudaErrorInvalidResourceHandle;
-  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  *ms = std::chrono::duration<float, std::milli>(*end->when - *start->when).count();
   return cudaSuccess;
 }
 
