@@ -109,7 +109,14 @@ struct CudaEngineState {
   PinnedFloats control;
   PinnedFloats reduce_host;
   bool output_pending = false;  // host_out is being filled by the stream
+  Event output_ready;           // host_out holds the last forward's output
   ReduceMode reduce = ReduceMode::kNone;
+  // What the delta arena holds, so that no pass over it is made that the
+  // capped step can do on the way (see ApplyStep): the weights' deltas
+  // still lack their var_w (var_w^2) factor until weights_scaled, and every
+  // delta still lacks the factor pending_scale (the reduction's average).
+  bool weights_scaled = true;
+  float pending_scale = 1.0f;
 
   float* params() const { return model.get(); }
   float* deltas() const { return model.get() + deltas_offset; }
@@ -265,6 +272,27 @@ absl::Status CopyArena(const CudaEngineState& s, float* device, float* host, cud
   return absl::OkStatus();
 }
 
+// Brings the delta arena to the CPU engine's meaning (weights times var_w,
+// everything times pending_scale): before the deltas leave in the CPU
+// layout, or are summed with deltas that have.
+absl::Status CanonicaliseDeltas(CudaEngineState& s) {
+  if (!s.weights_scaled) {
+    for (const LinearSlot& l : s.linears) {
+      const Slices p = SlicesOf(s.params(), s.n_pad, l);
+      const Slices d = SlicesOf(s.deltas(), s.n_pad, l);
+      TAGI_CUDA_RETURN_IF_ERROR(
+          kernels::ScaleWeightDeltas(p.w_var, l.weights(), d.w_mu, d.w_var, s.s()));
+    }
+    s.weights_scaled = true;
+  }
+  if (s.pending_scale != 1.0f) {
+    // The padding is zero and stays zero; the control word is not scaled.
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::Scale(s.deltas(), 2 * s.n_pad, s.pending_scale, s.s()));
+    s.pending_scale = 1.0f;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RefreshAllDerived(const CudaEngineState& s) {
   for (const LinearSlot& l : s.linears) {
     const Slices p = SlicesOf(s.params(), s.n_pad, l);
@@ -300,6 +328,7 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architectur
   TAGI_ASSIGN_OR_RETURN(s->stream, Stream::Create());
   TAGI_ASSIGN_OR_RETURN(s->blas, CublasHandle::Create(s->stream.get()));
   TAGI_ASSIGN_OR_RETURN(s->uploaded, Event::Create());
+  TAGI_ASSIGN_OR_RETURN(s->output_ready, Event::Create());
   TAGI_ASSIGN_OR_RETURN(s->control, PinnedFloats::Allocate(Model::kControlWords));
   TAGI_RETURN_IF_ERROR(AllocateModelArena(*s));
   TAGI_RETURN_IF_ERROR(AllocateBatchArena(*s, std::max<size_t>(max_batch, 1)));
@@ -346,7 +375,31 @@ absl::Status CudaEngine::WriteParameters(std::span<const float> in) {
 absl::Status CudaEngine::ReadDeltas(std::span<float> out) {
   TAGI_RETURN_IF_ERROR(CheckArenaSpan("ReadDeltas", out.size(), s_->n));
   TAGI_USE_DEVICE();
-  return CopyArena(*s_, s_->deltas(), out.data(), cudaMemcpyDeviceToHost);
+  TAGI_RETURN_IF_ERROR(CopyArena(*s_, s_->deltas(), out.data(), cudaMemcpyDeviceToHost));
+  if (s_->weights_scaled && s_->pending_scale == 1.0f) return absl::OkStatus();
+  // The factors still pending, applied on the host in the kernels' order
+  // (this copy is for tests and diagnostics; training never reads it).
+  std::vector<float> params;
+  if (!s_->weights_scaled) {
+    params.resize(2 * s_->n);
+    TAGI_RETURN_IF_ERROR(CopyArena(*s_, s_->params(), params.data(), cudaMemcpyDeviceToHost));
+  }
+  const size_t n = s_->n;
+  const float scale = s_->pending_scale;
+  for (const LinearSlot& l : s_->linears) {
+    for (size_t i = l.offset; i < l.offset + l.weights() + l.out; ++i) {
+      float d_mu = out[i];
+      float d_var = out[n + i];
+      if (!s_->weights_scaled && i < l.offset + l.weights()) {
+        const float vs = params[n + i];
+        d_mu *= vs;
+        d_var *= vs * vs;
+      }
+      out[i] = d_mu * scale;
+      out[n + i] = d_var * scale;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> CudaEngine::ParameterFingerprint() {
@@ -425,6 +478,7 @@ absl::Status CudaEngine::RunForward(size_t batch) {
       cudaMemcpyAsync(s.host_out.get(), s.at(last.mu), bytes, cudaMemcpyDeviceToHost, s.s()));
   TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.host_out.get() + s.out_stride, s.at(last.var), bytes,
                                             cudaMemcpyDeviceToHost, s.s()));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.output_ready.get(), s.s()));
   s.output_pending = true;
   return absl::OkStatus();
 }
@@ -479,12 +533,12 @@ absl::Status CudaEngine::RunBackward(size_t batch) {
       const float* mu_w_sq = s.model.get() + l.derived_offset;
       // Parameter deltas, summed over the batch against the same prior:
       // delta_mu_w = var_w * (dmu^T mu_a), delta_var_w = var_w^2 * (dvar^T mu_a^2).
+      // The products leave out var_w: the capped step applies it (or
+      // ScaleWeights, before deltas leave the device in the CPU layout).
       TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kYes, Trans::kNo, l.out, l.in, batch, dmu, l.out,
                                 s.at(in.mu), l.in, 0.0f, d.w_mu, l.in));
       TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kYes, Trans::kNo, l.out, l.in, batch, dvar, l.out,
                                 s.at(l.in_mu_sq_offset), l.in, 0.0f, d.w_var, l.in));
-      TAGI_CUDA_RETURN_IF_ERROR(
-          kernels::ScaleWeightDeltas(p.w_var, l.weights(), d.w_mu, d.w_var, s.s()));
       TAGI_CUDA_RETURN_IF_ERROR(
           kernels::BiasDeltas(dmu, dvar, batch, l.out, p.b_var, d.b_mu, d.b_var, s.s()));
       if (need_input) {
@@ -499,12 +553,16 @@ absl::Status CudaEngine::RunBackward(size_t batch) {
     cur_stride = s.delta_stride;
     next = next == s.delta_a ? s.delta_b : s.delta_a;
   }
+  s.weights_scaled = false;
+  s.pending_scale = 1.0f;
   return absl::OkStatus();
 }
 
 absl::Status CudaEngine::WaitForOutput() {
   if (s_->output_pending) {
-    TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s_->s()));
+    // Only the forward pass and its copy: the backward pass queued after it
+    // runs on while the host reads the output.
+    TAGI_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s_->output_ready.get()));
     s_->output_pending = false;
   }
   return absl::OkStatus();
@@ -554,6 +612,12 @@ absl::StatusOr<std::span<float>> CudaEngine::BeginReduce(bool device_memory, flo
   CudaEngineState& s = *s_;
   TAGI_USE_DEVICE();
   if (device_memory) {
+    // All ranks are GPU engines (NCCL): they sum their deltas as they are.
+    // The replicas are identical, so var_w is the same on every rank and
+    // sum_r(var_w * d_r) = var_w * sum_r(d_r): the factor still pending is
+    // applied once, by the capped step. Earlier factors from an unusual
+    // call sequence are applied first, so that every rank sums alike.
+    if (s.pending_scale != 1.0f) TAGI_RETURN_IF_ERROR(CanonicaliseDeltas(s));
     // The control word rides after the two padded halves. The caller's
     // collective runs on its own stream: the deltas must be complete first.
     s.control.get()[0] = control;
@@ -564,7 +628,9 @@ absl::StatusOr<std::span<float>> CudaEngine::BeginReduce(bool device_memory, flo
     s.reduce = ReduceMode::kDevice;
     return std::span<float>(buffer, 2 * s.n_pad + Model::kControlWords);
   }
-  // Host staging in the packed CPU layout, so CPU ranks can join the sum.
+  // Host staging in the packed CPU layout and meaning, so CPU ranks can
+  // join the sum.
+  TAGI_RETURN_IF_ERROR(CanonicaliseDeltas(s));
   const size_t size = 2 * s.n + Model::kControlWords;
   if (s.reduce_host.size() < size) {
     TAGI_ASSIGN_OR_RETURN(s.reduce_host, PinnedFloats::Allocate(size));
@@ -590,10 +656,8 @@ absl::StatusOr<float> CudaEngine::EndReduce(float scale) {
   } else {
     return absl::FailedPreconditionError("EndReduce without BeginReduce");
   }
-  if (scale != 1.0f) {
-    // The padding is zero and stays zero; the control word is not scaled.
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::Scale(s.deltas(), 2 * s.n_pad, scale, s.s()));
-  }
+  // The scale waits for the capped step, which applies it on the way.
+  s.pending_scale *= scale;
   TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.s()));
   if (mode == ReduceMode::kDevice) control = s.control.get()[0];
   return control;
@@ -607,12 +671,16 @@ absl::Status CudaEngine::ApplyStep(float cap_factor) {
     const Slices p = SlicesOf(s.params(), s.n_pad, l);
     const Slices d = SlicesOf(s.deltas(), s.n_pad, l);
     float* derived = s.model.get() + l.derived_offset;
-    // Weights, fused with the refresh of mu_w^2 and mu_w^2 + var_w; biases.
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, kVarianceFloor, l.weights(), p.w_mu,
-                                                  p.w_var, d.w_mu, d.w_var, derived,
-                                                  derived + l.weights(), s.s()));
+    // Weights, fused with their pending var_w factor, the reduction's scale
+    // and the refresh of mu_w^2 and mu_w^2 + var_w; biases (their var_b
+    // factor is applied in the backward pass) with the scale.
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(
+        inv_cap, kVarianceFloor, l.weights(), p.w_mu, p.w_var, d.w_mu, d.w_var,
+        s.weights_scaled ? nullptr : p.w_var, s.pending_scale, derived, derived + l.weights(),
+        s.s()));
     TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, kVarianceFloor, l.out, p.b_mu, p.b_var,
-                                                  d.b_mu, d.b_var, nullptr, nullptr, s.s()));
+                                                  d.b_mu, d.b_var, nullptr, s.pending_scale,
+                                                  nullptr, nullptr, s.s()));
   }
   return absl::OkStatus();
 }

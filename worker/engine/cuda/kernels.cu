@@ -121,11 +121,21 @@ __global__ void BiasDeltasKernel(const float* dmu, const float* dvar, size_t bat
 }
 
 __global__ void CappedStepKernel(float inv_cap, float floor_v, size_t n, float* mu, float* var,
-                                 const float* dmu, const float* dvar, float* mu_sq, float* second) {
+                                 const float* dmu, const float* dvar, const float* var_scale,
+                                 float scale, float* mu_sq, float* second) {
   TAGI_GRID_STRIDE(i, n) {
     float m = mu[i];
     float v = var[i];
-    elementwise::CappedStep(inv_cap, floor_v, dmu[i], dvar[i], &m, &v);
+    float d_mu = dmu[i];
+    float d_var = dvar[i];
+    if (var_scale != nullptr) {
+      const float vs = var_scale[i];
+      d_mu *= vs;
+      d_var *= vs * vs;
+    }
+    d_mu *= scale;
+    d_var *= scale;
+    elementwise::CappedStep(inv_cap, floor_v, d_mu, d_var, &m, &v);
     mu[i] = m;
     var[i] = v;
     if (mu_sq != nullptr) {
@@ -203,10 +213,10 @@ cudaError_t BiasDeltas(const float* delta_mu, const float* delta_var, size_t bat
 }
 
 cudaError_t CappedStep(float inv_cap_factor, float variance_floor, size_t n, float* mu, float* var,
-                       const float* delta_mu, const float* delta_var, float* mu_sq, float* second,
-                       cudaStream_t stream) {
+                       const float* delta_mu, const float* delta_var, const float* var_scale,
+                       float scale, float* mu_sq, float* second, cudaStream_t stream) {
   return Launch(CappedStepKernel, n, stream, inv_cap_factor, variance_floor, n, mu, var, delta_mu,
-                delta_var, mu_sq, second);
+                delta_var, var_scale, scale, mu_sq, second);
 }
 
 cudaError_t RefreshDerived(const float* mu, const float* var, size_t n, float* mu_sq, float* second,

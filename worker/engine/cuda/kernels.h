@@ -58,11 +58,15 @@ cudaError_t BiasDeltas(const float* delta_mu, const float* delta_var, size_t bat
                        cudaStream_t stream);
 
 // The capped step with the variance floor over n parameters (TAGI.md
-// section 7). When mu_sq and second are not null they are refreshed to
-// mu^2 and mu^2 + var (the derived buffers of the weights).
+// section 7), taking each delta as delta * s_mu (means) and delta * s_var
+// (variances) where s_mu = var_scale[i] * scale and s_var = var_scale[i]^2
+// * scale when var_scale is not null (the weights' deferred var_w factor,
+// read before the update), and scale otherwise. When mu_sq and second are
+// not null they are refreshed to mu^2 and mu^2 + var (the derived buffers of
+// the weights).
 cudaError_t CappedStep(float inv_cap_factor, float variance_floor, size_t n, float* mu, float* var,
-                       const float* delta_mu, const float* delta_var, float* mu_sq, float* second,
-                       cudaStream_t stream);
+                       const float* delta_mu, const float* delta_var, const float* var_scale,
+                       float scale, float* mu_sq, float* second, cudaStream_t stream);
 
 // mu_sq = mu^2, second = mu^2 + var.
 cudaError_t RefreshDerived(const float* mu, const float* var, size_t n, float* mu_sq, float* second,
