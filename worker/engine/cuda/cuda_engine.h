@@ -18,6 +18,14 @@
 // the packed host layout, so files, snapshots and CPU ranks see exactly the
 // CPU arena. The device reduce buffer is [mu N_pad][var N_pad][control].
 //
+// Deferred factors: the backward pass leaves the weights' deltas without
+// their var_w (var_w^2) factor and EndReduce does not scale; the capped step
+// applies both on the way (one pass over the weights instead of three).
+// The device reduce buffer therefore holds unscaled weight deltas (every
+// NCCL rank is a GPU engine with the same var_w); the host-staged reduce
+// and ReadDeltas give the CPU engine's deltas. ReadDeltas is meaningful
+// between TrainStep and ApplyStep.
+//
 // Requires the build's CUDA support (worker/engine/engine_factory.h is the
 // entry point that works in every build). Not thread-safe: one thread
 // drives an engine; every call makes the engine's device current first.
