@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/auth.h"
 #include "common/clock.h"
 #include "common/file_util.h"
@@ -26,6 +28,7 @@
 #include "common/progress_bar.h"
 #include "ctl/format.h"
 #include "ctl/jobs_client.h"
+#include "ctl/watch_policy.h"
 
 ABSL_FLAG(std::string, coord, "127.0.0.1:7070", "The coordinator's gRPC address, HOST:PORT.");
 ABSL_FLAG(bool, watch, false, "submit: watch the job until it ends.");
@@ -40,6 +43,9 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for mutual TLS (with --tls-key).");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
 ABSL_FLAG(absl::Duration, watch_timeout, absl::Hours(24 * 7), "Give up watching after this long.");
+ABSL_FLAG(absl::Duration, reconnect_for, absl::Seconds(60),
+          "watch: keep reconnecting this long to a coordinator that stopped answering (a "
+          "restarted coordinator resumes its jobs).");
 
 namespace tagi {
 namespace {
@@ -49,7 +55,7 @@ constexpr char kUsage[] =
     "  tagictl --coord HOST:PORT submit JOB.json [--watch]\n"
     "  tagictl --coord HOST:PORT list | workers\n"
     "  tagictl --coord HOST:PORT status ID [--json]\n"
-    "  tagictl --coord HOST:PORT watch ID\n"
+    "  tagictl --coord HOST:PORT watch ID [--reconnect-for 60s]\n"
     "  tagictl --coord HOST:PORT cancel ID\n"
     "  tagictl --coord HOST:PORT download ID -o FILE\n"
     "Security: --token-file F sends an API token; --tls-ca F talks TLS (--tls-cert F --tls-key F\n"
@@ -74,27 +80,65 @@ int Watch(JobsClient& client, const std::string& id) {
   ProgressPrinter printer(stderr, clock, absl::Milliseconds(100));
   std::string last_line;
   size_t epochs_seen = 0;
-  auto job = client.Watch(id, absl::GetFlag(FLAGS_watch_timeout), [&](const tagi::v1::Job& j) {
-    const std::string line = WatchLine(j);
-    if (tty) {
-      printer.Update(line);
-    } else if (static_cast<size_t>(j.progress().epochs_size()) != epochs_seen ||
-               j.state() != tagi::v1::RUNNING) {
-      if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
-      last_line = line;
+  const absl::Time deadline = clock.Now() + absl::GetFlag(FLAGS_watch_timeout);
+  const absl::Duration reconnect_for = absl::GetFlag(FLAGS_reconnect_for);
+  // An outage of the coordinator: when it began and the retries since.
+  std::optional<absl::Time> outage;
+  int attempt = 0;
+  for (;;) {
+    auto job = client.Watch(id, deadline - clock.Now(), [&](const tagi::v1::Job& j) {
+      if (outage) {
+        std::fprintf(stderr, "%stagictl: reconnected to the coordinator after %s\n",
+                     tty ? "\n" : "",
+                     absl::FormatDuration(absl::Trunc(clock.Now() - *outage,
+                                                      absl::Milliseconds(1))).c_str());
+        outage.reset();
+        attempt = 0;
+      }
+      const std::string line = WatchLine(j);
+      if (tty) {
+        printer.Update(line);
+      } else if (static_cast<size_t>(j.progress().epochs_size()) != epochs_seen ||
+                 j.state() != tagi::v1::RUNNING) {
+        if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
+        last_line = line;
+      }
+      epochs_seen = static_cast<size_t>(j.progress().epochs_size());
+    });
+    const bool ended = job.ok() && (job->state() == tagi::v1::SUCCEEDED ||
+                                    job->state() == tagi::v1::FAILED ||
+                                    job->state() == tagi::v1::CANCELLED);
+    if (ended) {
+      if (tty) {
+        printer.Update(WatchLine(*job), true);
+        printer.Finish();
+      }
+      std::printf("%s %s: %s\n", job->id().c_str(),
+                  tagi::v1::JobState_Name(job->state()).c_str(), job->reason().c_str());
+      const std::string metric = LatestMetric(*job);
+      if (!metric.empty()) std::printf("final %s\n", metric.c_str());
+      return job->state() == tagi::v1::SUCCEEDED ? 0 : 1;
     }
-    epochs_seen = static_cast<size_t>(j.progress().epochs_size());
-  });
-  if (!job.ok()) return Fail(job.status());
-  if (tty) {
-    printer.Update(WatchLine(*job), true);
-    printer.Finish();
+    const absl::Time now = clock.Now();
+    const absl::Status why = job.ok() ? absl::OkStatus() : job.status();
+    if (!outage && (why.ok() || absl::IsUnavailable(why))) {
+      outage = now;
+      std::fprintf(stderr, "%stagictl: lost the coordinator (%s); reconnecting for up to %s\n",
+                   tty ? "\n" : "",
+                   why.ok() ? "the watch ended before the job" : std::string(why.message()).c_str(),
+                   absl::FormatDuration(reconnect_for).c_str());
+    }
+    const WatchRetry retry =
+        DecideWatchRetry(why, outage.value_or(now), now, deadline, reconnect_for, attempt,
+                         static_cast<uint64_t>(absl::ToUnixNanos(now)));
+    if (!retry.retry) {
+      if (!why.ok() && !absl::IsUnavailable(why)) return Fail(why);
+      std::fprintf(stderr, "tagictl: %s\n", retry.why.c_str());
+      return 1;
+    }
+    absl::SleepFor(retry.delay);
+    ++attempt;
   }
-  std::printf("%s %s: %s\n", job->id().c_str(), tagi::v1::JobState_Name(job->state()).c_str(),
-              job->reason().c_str());
-  const std::string metric = LatestMetric(*job);
-  if (!metric.empty()) std::printf("final %s\n", metric.c_str());
-  return job->state() == tagi::v1::SUCCEEDED ? 0 : 1;
 }
 
 int Submit(JobsClient& client, const std::string& path) {

@@ -201,6 +201,9 @@ TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSa
   const std::string id = Submit(job_file);
   const auto running = WaitForStep(id, 300);
   ASSERT_TRUE(running.has_value() && !Ended(*running));
+  // A user watching the job: the watch outlives the coordinator.
+  ChildProcess& watch = StartCtl({"watch", id});
+  ASSERT_TRUE(WaitUntil([&] { return !watch.Stderr().empty(); }, absl::Seconds(10)));
   ASSERT_TRUE(coordinator().Signal(SIGKILL));
   ASSERT_TRUE(coordinator().WaitExit(absl::Seconds(10)).has_value());
 
@@ -223,6 +226,12 @@ TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSa
   ASSERT_TRUE(done.has_value());
   ASSERT_TRUE(Succeeded(*done)) << done->reason();
   EXPECT_EQ(done->model_checksum(), reference);
+  const auto watched = watch.WaitExit(absl::Seconds(20));
+  ASSERT_TRUE(watched.has_value()) << "tagictl watch still runs after the job ended";
+  EXPECT_TRUE(watched->ExitedWith(0)) << watched->ToString() << "\n" << watch.Stderr();
+  EXPECT_THAT(watch.Stderr(), HasSubstr("lost the coordinator"));
+  EXPECT_THAT(watch.Stderr(), HasSubstr("reconnected to the coordinator"));
+  EXPECT_THAT(watch.Stdout(), HasSubstr(absl::StrCat(id, " SUCCEEDED")));
   ASSERT_GE(done->recoveries_size(), 1);
   const tagi::v1::Recovery& r = done->recoveries(0);
   EXPECT_EQ(r.reason(), "the coordinator restarted");

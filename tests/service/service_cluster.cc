@@ -118,6 +118,15 @@ ProcessResult ServiceTest::Ctl(const std::vector<std::string>& args, absl::Durat
   return r;
 }
 
+ChildProcess& ServiceTest::StartCtl(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinPath("tagictl"), "--coord", address_};
+  argv.insert(argv.end(), ctl_flags_.begin(), ctl_flags_.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  workers_.push_back(
+      std::make_unique<ChildProcess>(argv, dir_, absl::StrCat("tagictl", workers_.size() + 1)));
+  return *workers_.back();
+}
+
 std::string ServiceTest::WriteJob(const std::string& name, const std::string& json) {
   return dir_.Write(name + ".json", json);
 }

@@ -69,6 +69,9 @@ class ServiceTest : public ::testing::Test {
   // tagictl --coord address() <ctl_flags_> <args>.
   ProcessResult Ctl(const std::vector<std::string>& args,
                     absl::Duration timeout = absl::Seconds(60));
+  // tagictl --coord address() <ctl_flags_> <args> in the background (stopped
+  // with the workers at the end of the test).
+  ChildProcess& StartCtl(const std::vector<std::string>& args);
   // Writes a job file into the temp dir and returns its path.
   std::string WriteJob(const std::string& name, const std::string& json);
   // `tagictl submit FILE`; the job id, or "" after a failed submission
