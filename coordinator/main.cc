@@ -194,6 +194,9 @@ int Run(const Options& opt) {
   StreamLimiter streams(opt.max_streams_per_client);
   jobs.set_stream_limiter(&streams);
   cluster.set_stream_limiter(&streams);
+  RefusalLog refusals(clock);  // one line per client host and reason per minute
+  jobs.set_refusal_log(&refusals);
+  cluster.set_refusal_log(&refusals);
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -222,6 +225,7 @@ int Run(const Options& opt) {
     rest.api_tokens = opt.api_tokens;
     rest.tls_cert_file = opt.tls_cert_file;
     rest.tls_key_file = opt.tls_key_file;
+    rest.refusals = &refusals;
     http.emplace(
         coordinator, [&metrics] { return metrics.Scrape(); },
         [&serving, &opt]() -> absl::Status {

@@ -310,9 +310,15 @@ void RestGateway::Guarded(Handler handler, const httplib::Request& req, httplib:
     const std::string header = req.get_header_value("Authorization");
     const std::string token = BearerToken(header);
     if (token.empty() || !options_.api_tokens.Accepts(token)) {
-      std::fprintf(stderr, "tagi-coordinator: refused %s %s from %s: %s\n", req.method.c_str(),
-                   req.path.c_str(), req.remote_addr.c_str(),
-                   header.empty() ? "no Authorization header" : "invalid API token");
+      const std::string what =
+          absl::StrCat(req.method, " ", req.path, ": ",
+                       header.empty() ? "no Authorization header" : "invalid API token");
+      if (options_.refusals == nullptr) {
+        std::fprintf(stderr, "tagi-coordinator: refused %s from %s\n", what.c_str(),
+                     req.remote_addr.c_str());
+      } else if (auto line = options_.refusals->Note(req.remote_addr, what)) {
+        std::fprintf(stderr, "tagi-coordinator: %s\n", line->c_str());
+      }
       res.set_header("WWW-Authenticate", "Bearer realm=\"tagi\"");
       return SendError(res, absl::UnauthenticatedError(
                                 header.empty()

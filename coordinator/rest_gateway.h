@@ -42,6 +42,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/refusal_log.h"
 #include "coordinator/coordinator.h"
 
 namespace httplib {
@@ -86,6 +87,8 @@ struct RestOptions {
   // Both set: serve HTTPS with this PEM certificate chain and key.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // Rate-limits the log lines of refused requests; not owned; null logs each.
+  RefusalLog* refusals = nullptr;
 };
 
 class RestGateway {

@@ -37,10 +37,17 @@ std::string Metadata(const grpc::ServerContext& ctx, const char* key) {
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
-grpc::Status Refuse(const grpc::ServerContext& ctx, const char* rpc, const char* why,
-                    const std::string& message) {
-  std::fprintf(stderr, "tagi-coordinator: refused %s from %s: %s\n", rpc, ctx.peer().c_str(),
-               why);
+// Logs the refusal (through `log` when set: at most one line per client
+// host and reason per minute) and answers UNAUTHENTICATED.
+grpc::Status Refuse(const grpc::ServerContext& ctx, RefusalLog* log, const char* rpc,
+                    const char* why, const std::string& message) {
+  const std::string what = absl::StrCat(rpc, ": ", why);
+  if (log == nullptr) {
+    std::fprintf(stderr, "tagi-coordinator: refused %s from %s\n", what.c_str(),
+                 ctx.peer().c_str());
+  } else if (auto line = log->Note(ctx.peer(), what)) {
+    std::fprintf(stderr, "tagi-coordinator: %s\n", line->c_str());
+  }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
 }
 
@@ -102,13 +109,13 @@ grpc::Status JobsService::Authorize(const grpc::ServerContext& ctx, const char* 
   if (!api_tokens_.required()) return grpc::Status::OK;
   const std::string header = Metadata(ctx, kAuthorizationMetadataKey);
   if (header.empty()) {
-    return Refuse(ctx, rpc, "no authorization metadata",
+    return Refuse(ctx, refusals_, rpc, "no authorization metadata",
                   "this coordinator requires an API token: send \"authorization: Bearer "
                   "<token>\" metadata (tagictl --token-file FILE)");
   }
   const std::string token = BearerToken(header);
   if (token.empty() || !api_tokens_.Accepts(token)) {
-    return Refuse(ctx, rpc, "invalid API token", "the API token is not valid");
+    return Refuse(ctx, refusals_, rpc, "invalid API token", "the API token is not valid");
   }
   return grpc::Status::OK;
 }
@@ -117,12 +124,13 @@ grpc::Status ClusterService::Authorize(const grpc::ServerContext& ctx, const cha
   if (!join_tokens_.required()) return grpc::Status::OK;
   const std::string token = Metadata(ctx, kJoinTokenMetadataKey);
   if (token.empty()) {
-    return Refuse(ctx, rpc, "no join token",
+    return Refuse(ctx, refusals_, rpc, "no join token",
                   "this coordinator requires a cluster join token: send \"tagi-join-token\" "
                   "metadata (tagi-worker --join-token-file FILE)");
   }
   if (!join_tokens_.Accepts(token)) {
-    return Refuse(ctx, rpc, "invalid join token", "the cluster join token is not valid");
+    return Refuse(ctx, refusals_, rpc, "invalid join token",
+                  "the cluster join token is not valid");
   }
   return grpc::Status::OK;
 }

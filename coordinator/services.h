@@ -12,6 +12,7 @@
 #define TAGI_COORDINATOR_SERVICES_H_
 
 #include "common/auth.h"
+#include "common/refusal_log.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/stream_limiter.h"
 #include "tagi/v1/cluster.grpc.pb.h"
@@ -43,12 +44,15 @@ class JobsService final : public tagi::v1::Jobs::Service {
                            tagi::v1::ListWorkersResponse*) override;
   // Bounds Watch and DownloadModel streams per client; not owned; may be null.
   void set_stream_limiter(StreamLimiter* limiter) { streams_ = limiter; }
+  // Rate-limits the log lines of refused calls; not owned; null logs each.
+  void set_refusal_log(RefusalLog* log) { refusals_ = log; }
 
  private:
   grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
   Coordinator& c_;
   const TokenSet api_tokens_;
   StreamLimiter* streams_ = nullptr;
+  RefusalLog* refusals_ = nullptr;
 };
 
 class ClusterService final : public tagi::v1::Cluster::Service {
@@ -83,6 +87,8 @@ class ClusterService final : public tagi::v1::Cluster::Service {
                          tagi::v1::FinishJobResponse*) override;
   // Bounds sessions, uploads and downloads per client; not owned; may be null.
   void set_stream_limiter(StreamLimiter* limiter) { streams_ = limiter; }
+  // Rate-limits the log lines of refused calls; not owned; null logs each.
+  void set_refusal_log(RefusalLog* log) { refusals_ = log; }
 
  private:
   grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
@@ -90,6 +96,7 @@ class ClusterService final : public tagi::v1::Cluster::Service {
   const absl::Duration keepalive_;
   const TokenSet join_tokens_;
   StreamLimiter* streams_ = nullptr;
+  RefusalLog* refusals_ = nullptr;
 };
 
 }  // namespace tagi::coordinator

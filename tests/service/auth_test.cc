@@ -98,8 +98,20 @@ TEST_F(AuthTest, ApiTokenGuardsTheJobsServiceAndRefusedCallsChangeNothing) {
     EXPECT_THAT(download.err, HasSubstr("API token"));
     EXPECT_FALSE(std::ifstream(dir_.File("model.bin")).good());
   }
-  EXPECT_THAT(coordinator().Stderr(), HasSubstr("refused Jobs.Submit from"));
+  EXPECT_THAT(coordinator().Stderr(),
+              HasSubstr("refused Jobs.Submit: no authorization metadata from"));
+  EXPECT_THAT(coordinator().Stderr(), HasSubstr("refused Jobs.Submit: invalid API token from"));
   EXPECT_THAT(coordinator().Stderr(), ::testing::Not(HasSubstr(kApiToken)));
+  // Someone trying tokens: one log line per host and reason per minute.
+  ctl_flags_ = {"--token-file", wrong_file_};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Ctl({"list"}).exit_code, 1);
+  const std::string log = coordinator().Stderr();
+  size_t lines = 0;
+  for (size_t at = log.find("refused Jobs.List: invalid API token"); at != std::string::npos;
+       at = log.find("refused Jobs.List: invalid API token", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << log;
 
   ctl_flags_ = {"--token-file", alice};
   EXPECT_EQ(JobCount(), jobs_before) << "a refused submit created a job";
@@ -129,7 +141,7 @@ TEST_F(AuthTest, JoinTokenGuardsTheClusterAndAWorkerWithItTrains) {
     EXPECT_TRUE(exit->ExitedWith(1)) << exit->ToString();
     EXPECT_THAT(w->Stderr(), HasSubstr("join token"));
   }
-  EXPECT_THAT(coordinator().Stderr(), HasSubstr("refused Cluster.Register from"));
+  EXPECT_THAT(coordinator().Stderr(), HasSubstr("refused Cluster.Register: no join token from"));
   EXPECT_THAT(coordinator().Stderr(), ::testing::Not(HasSubstr(kJoinToken)));
   EXPECT_TRUE(Workers().empty());
 
