@@ -19,16 +19,6 @@
 namespace tagi {
 namespace {
 
-#define SKIP_WITHOUT_TWO_GPUS()                                                       \
-  do {                                                                                \
-    if (!NcclCompiledIn()) GTEST_SKIP() << "this build has no NCCL backend";          \
-    const engine::cuda::DeviceList gpus = engine::cuda::ListCudaDevices();            \
-    if (gpus.devices.size() < 2) {                                                    \
-      GTEST_SKIP() << "needs two CUDA devices: "                                      \
-                   << (gpus.devices.empty() ? gpus.reason : std::string("found one")); \
-    }                                                                                 \
-  } while (0)
-
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
 // Both ranks of a world of two, formed concurrently through one store.
@@ -56,11 +46,26 @@ void OnBoth(F f) {
   other.join();
 }
 
-TEST(NcclTwoRanks, SumAndBroadcastHostMemory) {
-  SKIP_WITHOUT_TWO_GPUS();
-  InMemoryStore store;
-  auto ranks = FormPair(store);
-  ASSERT_TRUE(ranks[0] && ranks[1]);
+// Two formed ranks, or a skip without two GPUs.
+class NcclTwoRanks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!NcclCompiledIn()) GTEST_SKIP() << "this build has no NCCL backend";
+    const engine::cuda::DeviceList gpus = engine::cuda::ListCudaDevices();
+    if (gpus.devices.size() < 2) {
+      GTEST_SKIP() << "needs two CUDA devices: "
+                   << (gpus.devices.empty() ? gpus.reason : std::string("found one"));
+    }
+    ranks_ = FormPair(store_);
+    ASSERT_TRUE(ranks_[0] && ranks_[1]);
+  }
+
+  InMemoryStore store_;
+  std::vector<std::unique_ptr<Collective>> ranks_;
+};
+
+TEST_F(NcclTwoRanks, SumAndBroadcastHostMemory) {
+  auto& ranks = ranks_;
   std::vector<std::vector<float>> data = {{1.0f, 10.0f, -0.5f}, {2.0f, 20.0f, 0.25f}};
   std::vector<absl::Status> st(2);
   OnBoth([&](int r) { st[r] = ranks[r]->AllReduceSum(data[r], kTimeout); });
@@ -75,11 +80,8 @@ TEST(NcclTwoRanks, SumAndBroadcastHostMemory) {
   EXPECT_TRUE(st[0].ok() && st[1].ok()) << st[0] << " / " << st[1];
 }
 
-TEST(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
-  SKIP_WITHOUT_TWO_GPUS();
-  InMemoryStore store;
-  auto ranks = FormPair(store);
-  ASSERT_TRUE(ranks[0] && ranks[1]);
+TEST_F(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
+  auto& ranks = ranks_;
   engine::Architecture arch;
   arch.layers = {{engine::LayerKind::kLinear, 3, 4, 0.0f},
                  {engine::LayerKind::kTanh, 0, 0, 0.0f},
@@ -128,11 +130,8 @@ TEST(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
   }
 }
 
-TEST(NcclTwoRanks, HungPeerEndsTheCallAtItsDeadlineAndTheFailureSticks) {
-  SKIP_WITHOUT_TWO_GPUS();
-  InMemoryStore store;
-  auto ranks = FormPair(store);
-  ASSERT_TRUE(ranks[0] && ranks[1]);
+TEST_F(NcclTwoRanks, HungPeerEndsTheCallAtItsDeadlineAndTheFailureSticks) {
+  auto& ranks = ranks_;
   // Rank 1 is alive but never calls.
   std::vector<float> v = {1.0f};
   const absl::Time start = absl::Now();
@@ -147,11 +146,8 @@ TEST(NcclTwoRanks, HungPeerEndsTheCallAtItsDeadlineAndTheFailureSticks) {
   EXPECT_LT(absl::Now() - late, absl::Seconds(10));
 }
 
-TEST(NcclTwoRanks, AbortFromAnotherThreadEndsACallWaitingForAPeer) {
-  SKIP_WITHOUT_TWO_GPUS();
-  InMemoryStore store;
-  auto ranks = FormPair(store);
-  ASSERT_TRUE(ranks[0] && ranks[1]);
+TEST_F(NcclTwoRanks, AbortFromAnotherThreadEndsACallWaitingForAPeer) {
+  auto& ranks = ranks_;
   std::vector<float> v = {1.0f};
   const absl::Time start = absl::Now();
   std::thread aborter([&] {
