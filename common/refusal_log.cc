@@ -1,29 +1,18 @@
 #include "common/refusal_log.h"
 
 #include <algorithm>
+#include <cstdio>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/peer.h"
 
 namespace tagi {
-
-std::string PeerHost(const std::string& peer) {
-  if (absl::StartsWith(peer, "ipv6:[")) {
-    const size_t bracket = peer.find(']');
-    return bracket == std::string::npos ? peer : peer.substr(0, bracket + 1);
-  }
-  if (absl::StartsWith(peer, "ipv4:")) {
-    const size_t colon = peer.rfind(':');
-    return colon > 4 ? peer.substr(0, colon) : peer;
-  }
-  return peer;
-}
 
 std::optional<std::string> RefusalLog::Note(const std::string& peer, const std::string& what) {
   const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
-  const auto key = std::make_pair(PeerHost(peer), what);
+  const auto key = std::make_pair(ClientOfPeer(peer), what);
   auto it = entries_.find(key);
   if (it != entries_.end() && now - it->second.logged < interval_) {
     ++it->second.silent;
@@ -48,6 +37,15 @@ std::optional<std::string> RefusalLog::Note(const std::string& peer, const std::
   it->second.logged = now;
   it->second.silent = 0;
   return line;
+}
+
+void LogRefusal(RefusalLog* log, const char* program, const std::string& peer,
+                const std::string& what) {
+  if (log == nullptr) {
+    std::fprintf(stderr, "%s: refused %s from %s\n", program, what.c_str(), peer.c_str());
+  } else if (std::optional<std::string> line = log->Note(peer, what)) {
+    std::fprintf(stderr, "%s: %s\n", program, line->c_str());
+  }
 }
 
 }  // namespace tagi

@@ -20,12 +20,6 @@
 
 namespace tagi {
 
-// The host part of a gRPC peer ("ipv4:10.0.0.5:51234" -> "ipv4:10.0.0.5",
-// "ipv6:[::1]:5000" -> "ipv6:[::1]"); anything else (a unix socket, a bare
-// address) as it is. Each connection has its own port, so refusals are
-// counted per host.
-std::string PeerHost(const std::string& peer);
-
 class RefusalLog {
  public:
   // At most `max_pairs` (host, kind) pairs are remembered; the least
@@ -50,6 +44,11 @@ class RefusalLog {
   absl::Mutex mu_;
   std::map<std::pair<std::string, std::string>, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
+
+// Writes "<program>: refused <what> from <peer>" to stderr: every refusal
+// when `log` is null, else the lines `log` lets through.
+void LogRefusal(RefusalLog* log, const char* program, const std::string& peer,
+                const std::string& what);
 
 }  // namespace tagi
 

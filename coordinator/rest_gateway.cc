@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <regex>
 #include <set>
 #include <utility>
@@ -310,15 +309,9 @@ void RestGateway::Guarded(Handler handler, const httplib::Request& req, httplib:
     const std::string header = req.get_header_value("Authorization");
     const std::string token = BearerToken(header);
     if (token.empty() || !options_.api_tokens.Accepts(token)) {
-      const std::string what =
-          absl::StrCat(req.method, " ", req.path, ": ",
-                       header.empty() ? "no Authorization header" : "invalid API token");
-      if (options_.refusals == nullptr) {
-        std::fprintf(stderr, "tagi-coordinator: refused %s from %s\n", what.c_str(),
-                     req.remote_addr.c_str());
-      } else if (auto line = options_.refusals->Note(req.remote_addr, what)) {
-        std::fprintf(stderr, "tagi-coordinator: %s\n", line->c_str());
-      }
+      LogRefusal(options_.refusals, "tagi-coordinator", req.remote_addr,
+                 absl::StrCat(req.method, " ", req.path, ": ",
+                              header.empty() ? "no Authorization header" : "invalid API token"));
       res.set_header("WWW-Authenticate", "Bearer realm=\"tagi\"");
       return SendError(res, absl::UnauthenticatedError(
                                 header.empty()

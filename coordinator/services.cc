@@ -1,7 +1,6 @@
 #include "coordinator/services.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -41,13 +40,7 @@ std::string Metadata(const grpc::ServerContext& ctx, const char* key) {
 // host and reason per minute) and answers UNAUTHENTICATED.
 grpc::Status Refuse(const grpc::ServerContext& ctx, RefusalLog* log, const char* rpc,
                     const char* why, const std::string& message) {
-  const std::string what = absl::StrCat(rpc, ": ", why);
-  if (log == nullptr) {
-    std::fprintf(stderr, "tagi-coordinator: refused %s from %s\n", what.c_str(),
-                 ctx.peer().c_str());
-  } else if (auto line = log->Note(ctx.peer(), what)) {
-    std::fprintf(stderr, "tagi-coordinator: %s\n", line->c_str());
-  }
+  LogRefusal(log, "tagi-coordinator", ctx.peer(), absl::StrCat(rpc, ": ", why));
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
 }
 

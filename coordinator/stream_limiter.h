@@ -1,7 +1,7 @@
 // StreamLimiter: at most N concurrent streaming calls per client address.
 //
-// A client is the host part of gRPC's peer string ("ipv4:10.0.0.5:4711" ->
-// "ipv4:10.0.0.5"), so one host cannot hold every server thread with long
+// A client is the host part of gRPC's peer string (ClientOfPeer,
+// common/peer.h), so one host cannot hold every server thread with long
 // streams (Watch, Session, uploads and downloads). Acquire() hands out a
 // lease that gives the slot back when destroyed. Thread-safe.
 #ifndef TAGI_COORDINATOR_STREAM_LIMITER_H_
@@ -15,20 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/peer.h"
 
 namespace tagi::coordinator {
-
-// "ipv4:10.0.0.5:4711" -> "ipv4:10.0.0.5"; "ipv6:[::1]:80" -> "ipv6:[::1]";
-// a string without a port is returned as it is.
-inline std::string ClientOfPeer(std::string_view peer) {
-  const size_t colon = peer.rfind(':');
-  const size_t bracket = peer.rfind(']');
-  if (colon == std::string_view::npos || colon + 1 == peer.size() ||
-      (bracket != std::string_view::npos && colon < bracket) || peer.find(':') == colon) {
-    return std::string(peer);
-  }
-  return std::string(peer.substr(0, colon));
-}
 
 class StreamLimiter {
  public:

@@ -2,6 +2,8 @@
 // with the count of the silent ones (fake clock, no sleeps).
 #include "common/refusal_log.h"
 
+#include "common/peer.h"
+
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -14,15 +16,15 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-TEST(PeerHost, DropsThePortOfGrpcPeers) {
-  EXPECT_EQ(PeerHost("ipv4:10.0.0.5:51234"), "ipv4:10.0.0.5");
-  EXPECT_EQ(PeerHost("ipv6:[::1]:5000"), "ipv6:[::1]");
-  EXPECT_EQ(PeerHost("ipv6:[fe80::1%eth0]:7"), "ipv6:[fe80::1%eth0]");
-  EXPECT_EQ(PeerHost("unix:/run/tagi.sock"), "unix:/run/tagi.sock");
-  EXPECT_EQ(PeerHost("::1"), "::1");  // REST's remote address, no port
-  EXPECT_EQ(PeerHost("10.0.0.5"), "10.0.0.5");
-  EXPECT_EQ(PeerHost(""), "");
-  EXPECT_EQ(PeerHost("ipv4:"), "ipv4:");
+TEST(ClientOfPeer, DropsThePortOfGrpcPeers) {
+  EXPECT_EQ(ClientOfPeer("ipv4:10.0.0.5:51234"), "ipv4:10.0.0.5");
+  EXPECT_EQ(ClientOfPeer("ipv6:[::1]:5000"), "ipv6:[::1]");
+  EXPECT_EQ(ClientOfPeer("ipv6:[fe80::1%eth0]:7"), "ipv6:[fe80::1%eth0]");
+  EXPECT_EQ(ClientOfPeer("unix:/run/tagi.sock"), "unix:/run/tagi.sock");
+  EXPECT_EQ(ClientOfPeer("::1"), "::1");  // REST's remote address, no port
+  EXPECT_EQ(ClientOfPeer("10.0.0.5"), "10.0.0.5");
+  EXPECT_EQ(ClientOfPeer(""), "");
+  EXPECT_EQ(ClientOfPeer("ipv4:"), "ipv4:");
 }
 
 TEST(RefusalLog, LogsTheFirstRefusalThenCountsTheRestOfTheInterval) {
