@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
+#include "worker/engine/cuda/cuda_check.h"
 
 namespace tagi {
 namespace {
@@ -22,17 +23,6 @@ constexpr absl::Duration kFinalizeTimeout = absl::Seconds(5);
 // microseconds of the call), then sleep this long between polls.
 constexpr int kSpinPolls = 200;
 constexpr absl::Duration kPollSleep = absl::Microseconds(50);
-
-absl::Status CudaError(cudaError_t err, const char* expr, const char* file, int line) {
-  const std::string msg = absl::StrFormat("nccl backend: %s:%d: %s failed: %s", file, line, expr,
-                                          cudaGetErrorString(err));
-  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
-      err == cudaErrorInvalidDevice) {
-    return absl::FailedPreconditionError(msg);
-  }
-  if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(msg);
-  return absl::InternalError(msg);
-}
 
 absl::Status NcclError(ncclResult_t rc, ncclComm_t comm, const char* what) {
   std::string msg = absl::StrFormat("nccl backend: %s: %s", what, ncclGetErrorString(rc));
@@ -49,14 +39,6 @@ absl::Status NcclError(ncclResult_t rc, ncclComm_t comm, const char* what) {
       return absl::AbortedError(msg);
   }
 }
-
-#define NCCL_CUDA_RETURN_IF_ERROR(expr)                            \
-  do {                                                             \
-    const cudaError_t nccl_cuda_err_ = (expr);                     \
-    if (nccl_cuda_err_ != cudaSuccess) {                           \
-      return CudaError(nccl_cuda_err_, #expr, __FILE__, __LINE__); \
-    }                                                              \
-  } while (0)
 
 bool IsDeviceMemory(const void* p) {
   cudaPointerAttributes attr{};
@@ -154,9 +136,9 @@ NcclCollective::~NcclCollective() {
 
 absl::Status NcclCollective::Init(const ncclUniqueId& id, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  NCCL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  NCCL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  NCCL_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   const ncclResult_t rc = ncclCommInitRankConfig(&comm_, world_, id, rank_, &config);
@@ -204,7 +186,7 @@ absl::Status NcclCollective::WaitDone(absl::Time deadline, const char* what) {
         const cudaError_t q = cudaEventQuery(done_);
         if (q == cudaSuccess) return true;
         if (q == cudaErrorNotReady) return false;
-        return CudaError(q, "cudaEventQuery", __FILE__, __LINE__);
+        return engine::cuda::CudaStatus(q, "cudaEventQuery", __FILE__, __LINE__);
       },
       [&] {
         return absl::DeadlineExceededError(absl::StrFormat(
@@ -230,9 +212,9 @@ absl::Status NcclCollective::EnsureScratch(size_t count) {
   device_scratch_ = nullptr;
   host_scratch_ = nullptr;
   scratch_count_ = 0;
-  NCCL_CUDA_RETURN_IF_ERROR(cudaMalloc(&device_scratch_, count * sizeof(float)));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMalloc(&device_scratch_, count * sizeof(float)));
   void* host = nullptr;
-  NCCL_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, count * sizeof(float)));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, count * sizeof(float)));
   host_scratch_ = static_cast<float*>(host);
   scratch_count_ = count;
   return absl::OkStatus();
@@ -247,7 +229,7 @@ absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, 
   if (abort_requested_.load()) return Fail(absl::AbortedError("nccl backend: aborted"));
   if (data.empty()) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
-  NCCL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   const bool on_device = IsDeviceMemory(data.data());
   float* buffer = data.data();
   const size_t bytes = data.size_bytes();
@@ -256,7 +238,7 @@ absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, 
     // thread in the driver while a peer is late.
     TAGI_RETURN_IF_ERROR(EnsureScratch(data.size()));
     std::memcpy(host_scratch_, data.data(), bytes);
-    NCCL_CUDA_RETURN_IF_ERROR(
+    TAGI_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(device_scratch_, host_scratch_, bytes, cudaMemcpyHostToDevice, stream_));
     buffer = device_scratch_;
   }
@@ -265,10 +247,10 @@ absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, 
   // Non-blocking communicator: the work is on the stream once it is idle.
   if (auto st = WaitIdle(deadline, what); !st.ok()) return Fail(st);
   if (!on_device) {
-    NCCL_CUDA_RETURN_IF_ERROR(
+    TAGI_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host_scratch_, device_scratch_, bytes, cudaMemcpyDeviceToHost, stream_));
   }
-  NCCL_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
   if (auto st = WaitDone(deadline, what); !st.ok()) return Fail(st);
   if (!on_device) std::memcpy(data.data(), host_scratch_, bytes);
   return absl::OkStatus();
@@ -315,7 +297,7 @@ absl::StatusOr<ncclUniqueId> ExchangeUniqueId(Store& store, int rank, const Nccl
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   if (rank == 0) {
-    NCCL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
     const ncclResult_t rc = ncclGetUniqueId(&id);
     if (rc != ncclSuccess) return NcclError(rc, nullptr, "ncclGetUniqueId");
     TAGI_RETURN_IF_ERROR(
