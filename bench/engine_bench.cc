@@ -17,7 +17,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,36 +92,19 @@ double SgemmGflops(int threads, size_t n, double seconds) {
 }
 
 int Main(int argc, char** argv) {
-  double seconds = 3.0;
-  bool json = false;
-  int hidden = 0;
-  int batch = 128;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-      seconds = std::atof(argv[++i]);
-    } else if (std::strcmp(argv[i], "--hidden") == 0 && i + 1 < argc) {
-      hidden = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-      batch = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: engine_bench [--seconds S] [--json] [--hidden H --batch B]\n");
-      return 2;
-    }
-  }
-  if (hidden < 0 || hidden > 65536 || batch < 1 || batch > 65536) {
-    std::fprintf(stderr, "engine_bench: --hidden must be in 1..65536, --batch in 1..65536\n");
+  BenchArgs args;  // hidden 0: networks (a) and (b)
+  if (!ParseBenchArgs(argc, argv, "engine_bench", "[--seconds S] [--json] [--hidden H --batch B]",
+                      /*with_device=*/false, /*min_hidden=*/0, args)) {
     return 2;
   }
+  const double seconds = args.seconds;
+  const bool json = args.json;
   std::vector<Result> results;
   double sgemm[3] = {0, 0, 0};
   for (int t : {1, 2}) {
-    if (hidden > 0) {
-      const std::string h = std::to_string(hidden);
-      const std::string name = "784-" + h + "-" + h + "-11";
-      results.push_back(TimeTraining(name, Mlp(static_cast<uint32_t>(hidden)),
-                                     static_cast<size_t>(batch), t, seconds));
+    if (args.hidden > 0) {
+      results.push_back(TimeTraining(MlpName(args.hidden), Mlp(static_cast<uint32_t>(args.hidden)),
+                                     static_cast<size_t>(args.batch), t, seconds));
     } else {
       results.push_back(TimeTraining("a: 784-100-100-11", Mlp(100), 16, t, seconds));
       results.push_back(TimeTraining("b: 784-1024-1024-11", Mlp(1024), 128, t, seconds));

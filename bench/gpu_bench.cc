@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -82,35 +81,19 @@ double TimeTraining(const engine::Architecture& arch, size_t batch, int device, 
 }
 
 int Main(int argc, char** argv) {
-  double seconds = 3.0;
-  bool json = false;
-  int device = 0;
-  size_t batch = 128;
-  int hidden = 4096;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-      seconds = std::atof(argv[++i]);
-    } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-      device = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-      batch = static_cast<size_t>(std::atoi(argv[++i]));
-    } else if (std::strcmp(argv[i], "--hidden") == 0 && i + 1 < argc) {
-      hidden = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr,
-                   "usage: gpu_bench [--device N] [--seconds S] [--batch B] [--hidden H] "
-                   "[--json]\n");
-      return 2;
-    }
-  }
-  if (hidden < 1 || hidden > 65536 || batch < 1 || batch > 65536) {
-    std::fprintf(stderr, "gpu_bench: --hidden must be in 1..65536, --batch in 1..65536\n");
+  BenchArgs args;
+  args.hidden = 4096;
+  if (!ParseBenchArgs(argc, argv, "gpu_bench",
+                      "[--device N] [--seconds S] [--batch B] [--hidden H] [--json]",
+                      /*with_device=*/true, /*min_hidden=*/1, args)) {
     return 2;
   }
-  const size_t h = static_cast<size_t>(hidden);
-  const std::string net = "784-" + std::to_string(h) + "-" + std::to_string(h) + "-11";
+  const double seconds = args.seconds;
+  const bool json = args.json;
+  const int device = args.device;
+  const size_t batch = static_cast<size_t>(args.batch);
+  const size_t h = static_cast<size_t>(args.hidden);
+  const std::string net = MlpName(args.hidden);
   const engine::cuda::DeviceList gpus = engine::cuda::ListCudaDevices();
   if (device < 0 || static_cast<size_t>(device) >= gpus.devices.size()) {
     std::printf("gpu_bench: no CUDA device %d (%s): nothing to measure\n", device,
