@@ -377,8 +377,10 @@ absl::Status CudaEngine::ReadDeltas(std::span<float> out) {
   TAGI_USE_DEVICE();
   TAGI_RETURN_IF_ERROR(CopyArena(*s_, s_->deltas(), out.data(), cudaMemcpyDeviceToHost));
   if (s_->weights_scaled && s_->pending_scale == 1.0f) return absl::OkStatus();
-  // The factors still pending, applied on the host in the kernels' order
-  // (this copy is for tests and diagnostics; training never reads it).
+  // The factors still pending, applied on the host in the kernels' order,
+  // leaving the arena as it is, so that the next ApplyStep still applies
+  // them itself (this copy is for tests and diagnostics; training never
+  // reads it).
   std::vector<float> params;
   if (!s_->weights_scaled) {
     params.resize(2 * s_->n);
