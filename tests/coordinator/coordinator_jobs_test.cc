@@ -93,6 +93,28 @@ TEST_F(CoordinatorTest, CudaJobWaitsForACudaWorkerWhileCpuJobsRunOnCpuWorkers) {
   EXPECT_EQ(Worker(gpu).device(), "cuda:0");
 }
 
+TEST_F(CoordinatorTest, IdleSparesWarmARunningJobOnlyWhenTheyCouldRunIt) {
+  Start(4);
+  const std::string g1 = Register("gpu-1", "cuda:0");
+  const std::string g2 = Register("gpu-2", "cuda:0");
+  tagi::v1::JobSpec spec = Spec(2);
+  spec.set_device("cuda:0");
+  auto job = coord().Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(State(job->id()), tagi::v1::RUNNING);
+  const std::string cpu_spare = Register("cpu-3");
+  const std::string gpu_spare = Register("gpu-4", "cuda:0");
+  auto cpu = coord().Rendezvous(cpu_spare, absl::ZeroDuration());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_FALSE(cpu->assigned());
+  EXPECT_FALSE(cpu->has_warm()) << "a CPU worker can never take a rank of a GPU job";
+  auto gpu = coord().Rendezvous(gpu_spare, absl::ZeroDuration());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_FALSE(gpu->assigned());
+  ASSERT_TRUE(gpu->has_warm());
+  EXPECT_EQ(gpu->warm().device(), "cuda:0");
+}
+
 TEST_F(CoordinatorTest, ListsJobsInSubmissionOrder) {
   Start(1);
   std::vector<std::string> submitted;
