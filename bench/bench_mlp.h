@@ -17,11 +17,12 @@ namespace tagi::bench {
 inline engine::Architecture Mlp(uint32_t hidden) {
   using engine::LayerKind;
   engine::Architecture a;
-  a.layers = {{LayerKind::kLinear, 784, hidden, 0},
-              {LayerKind::kRelu, 0, 0, 0},
-              {LayerKind::kLinear, hidden, hidden, 0},
-              {LayerKind::kRelu, 0, 0, 0},
-              {LayerKind::kLinear, hidden, 11, 0}};
+  a.layers = {{v1::Layer::LINEAR, 784, hidden, 0},
+              {v1::Layer::RELU, 0, 0, 0},
+              {v1::Layer::LINEAR, hidden, hidden, 0},
+              {v1::Layer::RELU, 0, 0, 0},
+              {v1::Layer::LINEAR, hidden, 11, 0}};
+  a.input = {784, 1, 1};
   a.head = {engine::HeadKind::kClassification, 10};
   return a;
 }
@@ -30,7 +31,7 @@ inline engine::Architecture Mlp(uint32_t hidden) {
 inline double FlopsPerStep(const engine::Architecture& a, size_t batch) {
   double flops = 0;
   for (const auto& l : a.layers) {
-    if (l.kind == engine::LayerKind::kLinear) flops += 7.0 * 2.0 * l.in * l.out * batch;
+    if (l.kind == v1::Layer::LINEAR) flops += 7.0 * 2.0 * l.in * l.out * batch;
   }
   return flops;
 }

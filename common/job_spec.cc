@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/hsm_tree.h"
+#include "spec/network_proto.h"
 
 namespace tagi {
 namespace {
@@ -22,16 +24,12 @@ using tagi::v1::Layer;
 constexpr int kImageInputWidth = 28 * 28;
 constexpr int kImageClasses = 10;
 
-bool IsActivation(Layer::Kind kind) {
-  return kind != Layer::KIND_UNSPECIFIED && kind != Layer::LINEAR &&
-         Layer::Kind_IsValid(kind);
-}
-
 bool FinitePositive(float v) { return std::isfinite(v) && v > 0.0f; }
 
 // Collects every problem so that one answer names them all.
 class Problems {
  public:
+  void AddRaw(std::string problem) { list_.push_back(std::move(problem)); }
   template <typename... Args>
   void Add(const absl::FormatSpec<Args...>& format, const Args&... args) {
     list_.push_back(absl::StrFormat(format, args...));
@@ -46,99 +44,46 @@ class Problems {
   std::vector<std::string> list_;
 };
 
-std::string AllLayerKinds() {
-  std::vector<std::string> names;
-  for (int k = Layer::LINEAR; k <= Layer::Kind_MAX; ++k) {
-    names.push_back(LayerKindName(static_cast<Layer::Kind>(k)));
+// The network of the job, its problems added to `p`; nullopt when it has any.
+std::optional<spec::Architecture> BuildArchitecture(const JobSpec& job, Problems& p) {
+  std::vector<std::string> problems;
+  spec::Architecture arch;
+  arch.layers = spec::LayersFromProto(job.layers(), &problems);
+  const int data_width = ExpectedInputWidth(job.data());
+  if (job.has_input()) {
+    arch.input = {job.input().channels(), job.input().height(), job.input().width()};
+    if (data_width > 0 && arch.input.size() != static_cast<uint64_t>(data_width)) {
+      problems.push_back(absl::StrFormat(
+          "input: shape %s has %d units per sample but the %s data has %d", arch.input.ToString(),
+          arch.input.size(), DataSpec::Kind_Name(job.data().kind()), data_width));
+    }
+  } else if (data_width > 0) {
+    arch.input = {static_cast<uint32_t>(data_width), 1, 1};
+  } else if (!arch.layers.empty() && arch.layers[0].kind == Layer::LINEAR &&
+             arch.layers[0].in > 0) {
+    arch.input = {arch.layers[0].in, 1, 1};
+  } else if (!arch.layers.empty()) {
+    problems.push_back(
+        "input: missing; only the data files know their width and the first layer is not "
+        "LINEAR, so give input {\"channels\": C, \"height\": H, \"width\": W}");
   }
-  return absl::StrJoin(names, ", ");
-}
-
-void CheckLinear(const Layer& layer, int index, int prev_out, Problems& p) {
-  if (layer.in_features() < 1 || layer.in_features() > kMaxLayerWidth) {
-    p.Add("layers[%d].in_features: %d; expected 1..%d", index,
-          layer.in_features(), kMaxLayerWidth);
+  // A missing head is CheckHead's to report; its width rule needs one.
+  arch.head = {spec::HeadKind::kRegression, 0};
+  if (job.head().has_classification()) {
+    arch.head = {spec::HeadKind::kClassification, job.head().classification().num_classes()};
   }
-  if (layer.out_features() < 1 || layer.out_features() > kMaxLayerWidth) {
-    p.Add("layers[%d].out_features: %d; expected 1..%d", index,
-          layer.out_features(), kMaxLayerWidth);
-  }
-  if (prev_out > 0 && static_cast<int>(layer.in_features()) != prev_out) {
-    p.Add("layers[%d].in_features: %d does not match the previous LINEAR's "
-          "out_features %d", index, layer.in_features(), prev_out);
-  }
-  if (layer.has_negative_slope()) {
-    p.Add("layers[%d].negative_slope: only LEAKY_RELU takes a slope", index);
-  }
-}
-
-void CheckActivation(const Layer& layer, int index, Problems& p) {
-  const std::string name = LayerKindName(layer.kind());
-  if (layer.in_features() != 0 || layer.out_features() != 0) {
-    p.Add("layers[%d]: %s keeps the width of its input and takes no "
-          "in_features/out_features", index, name);
-  }
-  if (layer.has_negative_slope()) {
-    if (layer.kind() != Layer::LEAKY_RELU) {
-      p.Add("layers[%d].negative_slope: only LEAKY_RELU takes a slope", index);
-    } else if (!(layer.negative_slope() > 0.0f && layer.negative_slope() < 1.0f)) {
-      p.Add("layers[%d].negative_slope: %g; expected a value in (0, 1)", index,
-            layer.negative_slope());
+  if (problems.empty()) spec::CheckArchitecture(arch, &problems);
+  if (problems.empty() && job.head().has_regression()) {
+    const int out = ExpectedOutputWidth(job);
+    if (out > 0 && arch.output_width() != static_cast<uint32_t>(out)) {
+      problems.push_back(absl::StrFormat("layers: the last layer gives %d outputs but the "
+                                         "regression head needs %d (one per target)",
+                                         arch.output_width(), out));
     }
   }
-}
-
-// Returns the width of the last LINEAR layer (0 if none).
-int CheckLayers(const JobSpec& spec, Problems& p) {
-  if (spec.layers().empty()) {
-    p.Add("layers: empty; expected at least one LINEAR layer");
-    return 0;
-  }
-  if (spec.layers_size() > kMaxLayers) {
-    p.Add("layers: %d layers; at most %d are allowed", spec.layers_size(), kMaxLayers);
-    return 0;
-  }
-  int prev_out = 0;
-  uint64_t params = 0;
-  for (int i = 0; i < spec.layers_size(); ++i) {
-    const Layer& layer = spec.layers(i);
-    if (layer.kind() == Layer::LINEAR) {
-      CheckLinear(layer, i, prev_out, p);
-      prev_out = static_cast<int>(layer.out_features());
-      params += (uint64_t{layer.in_features()} + 1) * layer.out_features();
-    } else if (IsActivation(layer.kind())) {
-      if (i == 0) p.Add("layers[0]: the first layer must be LINEAR, not %s",
-                        LayerKindName(layer.kind()));
-      CheckActivation(layer, i, p);
-    } else {
-      p.Add("layers[%d].kind: missing or unknown; expected one of %s", i,
-            AllLayerKinds());
-    }
-  }
-  if (params > kMaxParameters) {
-    p.Add("layers: %d parameters; at most %d are allowed", params, kMaxParameters);
-  }
-  return prev_out;
-}
-
-void CheckWidths(const JobSpec& spec, int last_out, Problems& p) {
-  const int in = ExpectedInputWidth(spec.data());
-  if (in > 0 && !spec.layers().empty() && spec.layers(0).kind() == Layer::LINEAR &&
-      static_cast<int>(spec.layers(0).in_features()) != in) {
-    p.Add("layers[0].in_features: %d does not match the data, which has %d "
-          "inputs per sample", spec.layers(0).in_features(), in);
-  }
-  const int out = ExpectedOutputWidth(spec);
-  if (out > 0 && last_out > 0 && last_out != out) {
-    if (spec.head().has_classification()) {
-      p.Add("layers: the last LINEAR has %d outputs but %d classes by "
-            "hierarchical softmax need %d", last_out,
-            spec.head().classification().num_classes(), out);
-    } else {
-      p.Add("layers: the last LINEAR has %d outputs but the regression head "
-            "needs %d (one per target)", last_out, out);
-    }
-  }
+  for (std::string& problem : problems) p.AddRaw(std::move(problem));
+  if (!problems.empty()) return std::nullopt;
+  return arch;
 }
 
 void CheckHead(const JobSpec& spec, Problems& p) {
@@ -146,10 +91,9 @@ void CheckHead(const JobSpec& spec, Problems& p) {
   const bool image_data = data == DataSpec::FASHION_MNIST || data == DataSpec::MNIST;
   if (spec.head().has_classification()) {
     const uint32_t k = spec.head().classification().num_classes();
-    if (k < 2 || k > static_cast<uint32_t>(HsmTree::kMaxClasses)) {
-      p.Add("head.classification.num_classes: %d; expected 2..%d", k,
-            HsmTree::kMaxClasses);
-    } else if (image_data && k != kImageClasses) {
+    // Its range is the model spec's rule (BuildArchitecture).
+    if (image_data && k != kImageClasses && k >= 2 &&
+        k <= static_cast<uint32_t>(HsmTree::kMaxClasses)) {
       p.Add("head.classification.num_classes: %d; the %s data set has %d classes",
             k, DataSpec::Kind_Name(data), kImageClasses);
     }
@@ -249,11 +193,6 @@ void CheckTraining(const JobSpec& spec, Problems& p) {
 
 }  // namespace
 
-std::string LayerKindName(Layer::Kind kind) {
-  if (!Layer::Kind_IsValid(kind)) return absl::StrCat("KIND_", static_cast<int>(kind));
-  return Layer::Kind_Name(kind);
-}
-
 absl::StatusOr<JobSpec> ParseJobSpecJson(const std::string& json) {
   if (json.size() > kMaxJobSpecBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -292,12 +231,18 @@ std::string JobSpecToJson(const JobSpec& spec) {
 
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   Problems p;
-  const int last_out = CheckLayers(spec, p);
+  BuildArchitecture(spec, p);
   CheckHead(spec, p);
   CheckData(spec.data(), p);
-  CheckWidths(spec, last_out, p);
   CheckTraining(spec, p);
   return p.ToStatus();
+}
+
+absl::StatusOr<spec::Architecture> JobArchitecture(const JobSpec& job) {
+  Problems p;
+  std::optional<spec::Architecture> arch = BuildArchitecture(job, p);
+  if (!arch) return p.ToStatus();
+  return *std::move(arch);
 }
 
 int ExpectedInputWidth(const DataSpec& data) {
@@ -335,9 +280,6 @@ float SigmaVAtEpoch(const tagi::v1::NoiseSchedule& noise, uint64_t epoch) {
 }
 
 bool IsSumReduction(const JobSpec& spec) { return spec.reduction() == JobSpec::SUM; }
-float LeakySlope(const Layer& layer) {
-  return layer.has_negative_slope() ? layer.negative_slope() : 0.1f;
-}
 float InitGainWeight(const tagi::v1::Init& init) {
   return init.has_gain_weight() ? init.gain_weight() : 1.0f;
 }

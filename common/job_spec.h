@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "spec/network.h"
 #include "tagi/v1/job.pb.h"
 
 namespace tagi {
@@ -26,9 +27,10 @@ namespace tagi {
 // Largest job file accepted (bytes).
 inline constexpr size_t kMaxJobSpecBytes = 1 << 20;
 // Limits that keep a hostile spec from asking for absurd allocations.
-inline constexpr int kMaxLayers = 256;
-inline constexpr uint32_t kMaxLayerWidth = 1 << 16;
-inline constexpr uint64_t kMaxParameters = 1ULL << 31;
+// (The network's own limits are the model spec's: spec/network.h.)
+inline constexpr int kMaxLayers = spec::kMaxLayers;
+inline constexpr uint32_t kMaxLayerWidth = spec::kMaxLayerWidth;
+inline constexpr uint64_t kMaxParameters = spec::kMaxParameters;
 inline constexpr uint32_t kMaxBatchSize = 1 << 16;
 inline constexpr uint32_t kMaxWorldSize = 4096;
 
@@ -38,10 +40,18 @@ std::string JobSpecToJson(const tagi::v1::JobSpec& spec);
 
 absl::Status ValidateJobSpec(const tagi::v1::JobSpec& spec);
 
+// The network a job describes: its layers (either layer form, migrated by
+// spec/network_proto.h), its input shape (`input`, or flat and as wide as
+// the data, or, when only the files know the width, the first LINEAR's
+// in_features) and its head, checked by the model spec's rules (the same
+// code the engines and model files use). InvalidArgument naming every
+// problem of the network.
+absl::StatusOr<spec::Architecture> JobArchitecture(const tagi::v1::JobSpec& spec);
+
 // Width the data feeds into the first layer, when the data kind fixes it
 // (784 for the IDX image sets, 1 for the toy); 0 when only the files know.
 int ExpectedInputWidth(const tagi::v1::DataSpec& data);
-// Width the head needs from the last LINEAR layer (0 when the head is
+// Width the head needs from the last layer (0 when the head is
 // missing or does not fit the data kind, or when its class or target count
 // is out of range).
 int ExpectedOutputWidth(const tagi::v1::JobSpec& spec);
@@ -50,7 +60,6 @@ int ExpectedOutputWidth(const tagi::v1::JobSpec& spec);
 float SigmaVAtEpoch(const tagi::v1::NoiseSchedule& noise, uint64_t epoch);
 
 bool IsSumReduction(const tagi::v1::JobSpec& spec);
-float LeakySlope(const tagi::v1::Layer& layer);     // default 0.1
 float InitGainWeight(const tagi::v1::Init& init);   // default 1
 float InitGainBias(const tagi::v1::Init& init);     // default 1
 bool StandardizeData(const tagi::v1::DataSpec& data);  // default true
@@ -58,8 +67,6 @@ uint32_t TargetColumns(const tagi::v1::DataSpec& data);  // default 1
 
 // Parses "cpu" (or "") and "cuda:N". Returns the CUDA ordinal, or -1 for cpu.
 absl::StatusOr<int> ParseDevice(const std::string& device);
-
-std::string LayerKindName(tagi::v1::Layer::Kind kind);
 
 }  // namespace tagi
 

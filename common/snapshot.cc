@@ -15,19 +15,19 @@ constexpr char kMagic[8] = {'T', 'A', 'G', 'I', 'S', 'N', 'A', 'P'};
 constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 8;
 constexpr size_t kTrailerBytes = 4;
 
-absl::StatusOr<std::vector<float>> GetParameters(ByteReader& r) {
-  TAGI_ASSIGN_OR_RETURN(const uint64_t n, r.GetU64("parameter count"));
+absl::StatusOr<std::vector<float>> GetFloats(ByteReader& r, const char* count, const char* what) {
+  TAGI_ASSIGN_OR_RETURN(const uint64_t n, r.GetU64(count));
   // Compare against the bytes present before multiplying: n * 4 may overflow.
   if (n > r.remaining() / sizeof(float)) {
     return absl::DataLossError(absl::StrFormat(
-        "snapshot announces %d parameters but only %d bytes remain", n, r.remaining()));
+        "snapshot announces %d %s but only %d bytes remain", n, what, r.remaining()));
   }
   std::vector<float> v(n);
-  TAGI_RETURN_IF_ERROR(r.GetF32Array("parameters", v));
+  TAGI_RETURN_IF_ERROR(r.GetF32Array(what, v));
   return v;
 }
 
-absl::Status DecodeBody(ByteReader& r, Snapshot& s) {
+absl::Status DecodeBody(ByteReader& r, uint32_t version, Snapshot& s) {
   TAGI_ASSIGN_OR_RETURN(s.job_id, r.GetString("job id", kMaxSnapshotJobIdBytes));
   TAGI_ASSIGN_OR_RETURN(s.generation, r.GetU64("generation"));
   TAGI_ASSIGN_OR_RETURN(s.epoch, r.GetU64("epoch"));
@@ -37,8 +37,11 @@ absl::Status DecodeBody(ByteReader& r, Snapshot& s) {
     TAGI_ASSIGN_OR_RETURN(word, r.GetU64("rng state"));
   }
   TAGI_ASSIGN_OR_RETURN(s.sigma_v, r.GetF32("sigma_v"));
-  TAGI_ASSIGN_OR_RETURN(s.parameters, GetParameters(r));
+  TAGI_ASSIGN_OR_RETURN(s.parameters, GetFloats(r, "parameter count", "parameters"));
   TAGI_ASSIGN_OR_RETURN(s.architecture, r.GetString("architecture", kMaxSnapshotArchitectureBytes));
+  if (version >= 2) {
+    TAGI_ASSIGN_OR_RETURN(s.state, GetFloats(r, "state count", "state values"));
+  }
   if (r.remaining() != 0) {
     return absl::DataLossError(
         absl::StrFormat("snapshot body has %d unexpected trailing bytes", r.remaining()));
@@ -63,6 +66,8 @@ std::string EncodeSnapshot(const Snapshot& s) {
   body.PutU64(s.parameters.size());
   body.PutF32Array(s.parameters);
   body.PutString(s.architecture);
+  body.PutU64(s.state.size());
+  body.PutF32Array(s.state);
 
   ByteWriter file;
   file.PutBytes(kMagic, sizeof(kMagic));
@@ -93,9 +98,9 @@ absl::StatusOr<Snapshot> DecodeSnapshot(std::span<const char> bytes) {
   }
   ByteReader header(bytes.subspan(sizeof(kMagic)));
   TAGI_ASSIGN_OR_RETURN(const uint32_t version, header.GetU32("format version"));
-  if (version != kSnapshotVersion) {
+  if (version != 1 && version != kSnapshotVersion) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("snapshot format version %d is not supported (this build reads %d)",
+        absl::StrFormat("snapshot format version %d is not supported (this build reads 1 and %d)",
                         version, kSnapshotVersion));
   }
   TAGI_ASSIGN_OR_RETURN(const uint64_t body_len, header.GetU64("body length"));
@@ -107,7 +112,7 @@ absl::StatusOr<Snapshot> DecodeSnapshot(std::span<const char> bytes) {
   }
   Snapshot s;
   ByteReader body(bytes.subspan(kHeaderBytes, present));
-  TAGI_RETURN_IF_ERROR(DecodeBody(body, s));
+  TAGI_RETURN_IF_ERROR(DecodeBody(body, version, s));
   return s;
 }
 

@@ -12,7 +12,10 @@
 //          4 x u64 rng state, f32 sigma_v
 //          u64 parameter count P, f32[P] parameters (the arena [mu N][var N])
 //          string architecture (at most kMaxSnapshotArchitectureBytes)
+//          u64 state count S, f32[S] state (version 2; e.g. running
+//          statistics, in plan order)
 //   u32 CRC-32 of every byte before it
+// Version 1 snapshots (no state section) still decode, with empty state.
 // Decoding never trusts a length before checking it against the bytes
 // present and never allocates more than the input could hold. A truncated,
 // padded or altered snapshot is DataLoss; an intact snapshot (its CRC
@@ -33,7 +36,7 @@
 
 namespace tagi {
 
-inline constexpr uint32_t kSnapshotVersion = 1;
+inline constexpr uint32_t kSnapshotVersion = 2;
 inline constexpr size_t kMaxSnapshotJobIdBytes = 256;
 inline constexpr size_t kMaxSnapshotArchitectureBytes = size_t{1} << 20;
 // The largest snapshot file a reader accepts (the model file's limit).
@@ -51,6 +54,7 @@ struct Snapshot {
   // Opaque bytes describing the model (e.g. the model file's architecture
   // section or a fingerprint string); the restorer compares them.
   std::string architecture;
+  std::vector<float> state;  // the model's non-parameter state (S floats)
 };
 
 // REQUIRES: job_id and architecture within the limits above (CHECKed: a

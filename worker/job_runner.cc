@@ -226,6 +226,8 @@ absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model
   Snapshot s = SnapshotHeader(a, model, epoch, step, steps_per_epoch);
   s.parameters.resize(2 * model.num_parameters());  // the arena [mu N][var N]
   TAGI_RETURN_IF_ERROR(model.ReadParameters(s.parameters));
+  s.state.resize(model.num_state());  // e.g. running statistics
+  TAGI_RETURN_IF_ERROR(model.ReadState(s.state));
   return s;
 }
 
@@ -252,7 +254,8 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
   req.set_worker_id(worker_id);
   req.set_job_id(a.job_id());
   req.set_generation(a.generation());
-  const size_t limit = 4 * model.num_parameters() * sizeof(float) + (size_t{2} << 20);
+  const size_t limit =
+      (4 * model.num_parameters() + 2 * model.num_state()) * sizeof(float) + (size_t{2} << 20);
   TAGI_ASSIGN_OR_RETURN(const std::string bytes, client.DownloadSnapshot(req, limit));
   TAGI_ASSIGN_OR_RETURN(const Snapshot s, DecodeSnapshot(bytes));
   const Snapshot expected = SnapshotHeader(a, model, s.epoch, s.step, steps_per_epoch);
@@ -271,6 +274,9 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
   } else if (s.parameters.size() != 2 * model.num_parameters()) {
     wrong = absl::StrFormat("it holds %d parameters, the model %d", s.parameters.size(),
                             2 * model.num_parameters());
+  } else if (s.state.size() != model.num_state()) {
+    wrong = absl::StrFormat("it holds %d state values, the model %d", s.state.size(),
+                            model.num_state());
   } else if (s.rng_state != expected.rng_state || s.sigma_v != expected.sigma_v) {
     wrong = "its random state or sigma_v differs from the job's";
   }
@@ -278,6 +284,7 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
     return absl::FailedPreconditionError(absl::StrCat("cannot resume from the snapshot: ", wrong));
   }
   TAGI_RETURN_IF_ERROR(model.WriteParameters(s.parameters));
+  TAGI_RETURN_IF_ERROR(model.WriteState(s.state));
   *epoch = s.epoch;
   *step = s.step;
   return absl::OkStatus();
@@ -396,11 +403,13 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     header.set_generation(a.generation());
     std::vector<float> parameters(2 * model->num_parameters());
     TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
+    std::vector<float> state(model->num_state());
+    TAGI_RETURN_IF_ERROR(model->ReadState(state));
     header.set_checksum(
         FingerprintHex(Fingerprint64(parameters.data(), parameters.size() * sizeof(float))));
     TAGI_RETURN_IF_ERROR(client.UploadModel(
         header,
-        engine::EncodeModelFile(model->architecture(), trainer.preprocessing(), parameters)));
+        engine::EncodeModelFile(model->architecture(), trainer.preprocessing(), parameters, state)));
   }
   return absl::OkStatus();
 }

@@ -104,6 +104,7 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
   TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
   TAGI_ASSIGN_OR_RETURN(auto model, engine::CreateEngine(arch, kEvalBatch, device));
   TAGI_RETURN_IF_ERROR(model->WriteParameters(file.parameters));
+  TAGI_RETURN_IF_ERROR(model->WriteState(file.state));
   const float sigma_v = SigmaVAtEpoch(spec.noise(), spec.epochs() - 1);
   TAGI_ASSIGN_OR_RETURN(
       const EvalSums sums,
@@ -168,11 +169,13 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec) {
   }
   std::vector<float> parameters(2 * model->num_parameters());
   TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
+  std::vector<float> state(model->num_state());
+  TAGI_RETURN_IF_ERROR(model->ReadState(state));
   const std::string checksum =
       FingerprintHex(Fingerprint64(parameters.data(), parameters.size() * sizeof(float)));
   if (!opt.out.empty()) {
     TAGI_RETURN_IF_ERROR(
-        engine::SaveModelFile(opt.out, arch, trainer.preprocessing(), parameters));
+        engine::SaveModelFile(opt.out, arch, trainer.preprocessing(), parameters, state));
     std::fprintf(stderr, "model written to %s (parameter checksum %s)\n", opt.out.c_str(),
                  checksum.c_str());
   }

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "common/job_spec.h"
+#include "spec/network_proto.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/job_spec_samples.h"
@@ -143,11 +144,16 @@ TEST(SigmaVAtEpoch, IsConstantWithoutDecay) {
 }
 
 TEST(JobSpecDefaults, ApplyWhenFieldsAreUnset) {
-  Layer leaky;
-  leaky.set_kind(Layer::LEAKY_RELU);
-  EXPECT_FLOAT_EQ(LeakySlope(leaky), 0.1f);
-  leaky.set_negative_slope(0.3f);
-  EXPECT_FLOAT_EQ(LeakySlope(leaky), 0.3f);
+  google::protobuf::RepeatedPtrField<Layer> layers;
+  layers.Add()->set_kind(Layer::LEAKY_RELU);        // first format, slope unset
+  layers.Add()->mutable_leaky_relu();               // per-kind form, slope unset
+  layers.Add()->mutable_leaky_relu()->set_negative_slope(0.3f);
+  std::vector<std::string> problems;
+  const std::vector<spec::LayerSpec> specs = spec::LayersFromProto(layers, &problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_FLOAT_EQ(specs[0].slope, 0.1f);
+  EXPECT_FLOAT_EQ(specs[1].slope, 0.1f);
+  EXPECT_FLOAT_EQ(specs[2].slope, 0.3f);
 
   tagi::v1::Init init;
   EXPECT_FLOAT_EQ(InitGainWeight(init), 1.0f);
@@ -193,9 +199,9 @@ TEST(JobSpecWidths, FollowTheDataAndTheHead) {
 }
 
 TEST(LayerKindName, NamesKnownAndUnknownKinds) {
-  EXPECT_EQ(LayerKindName(Layer::LINEAR), "LINEAR");
-  EXPECT_EQ(LayerKindName(Layer::MIXTURE_RELU), "MIXTURE_RELU");
-  EXPECT_EQ(LayerKindName(static_cast<Layer::Kind>(99)), "KIND_99");
+  EXPECT_EQ(spec::KindName(Layer::LINEAR), "LINEAR");
+  EXPECT_EQ(spec::KindName(Layer::RESIDUAL), "RESIDUAL");
+  EXPECT_EQ(spec::KindName(static_cast<Layer::Kind>(99)), "KIND_99");
 }
 
 }  // namespace

@@ -71,12 +71,33 @@ TEST(JobSpec, MissingLayerKindIsNamed) {
   EXPECT_THAT(Problems(spec), HasSubstr("layers[1].kind: missing"));
 }
 
-TEST(JobSpec, FirstLayerMustBeLinear) {
+// The input's width comes from the data (784 for the IDX sets), so any
+// layer may come first, a residual block too; where only the files know
+// the width, a first layer that is not LINEAR needs an explicit input.
+TEST(JobSpec, AnActivationFirstNeedsAKnownInputWidth) {
   JobSpec spec = ValidSpec();
-  spec.mutable_layers(0)->Clear();
-  spec.mutable_layers(0)->set_kind(Layer::TANH);
-  EXPECT_THAT(Problems(spec),
-              AllOf(HasSubstr("layers[0]"), HasSubstr("LINEAR"), HasSubstr("TANH")));
+  Layer* first = spec.mutable_layers()->Add();
+  for (int i = spec.layers_size() - 1; i > 0; --i) spec.mutable_layers()->SwapElements(i, i - 1);
+  first = spec.mutable_layers(0);
+  first->Clear();
+  first->set_kind(Layer::TANH);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+
+  JobSpec csv = ValidSpec();
+  csv.mutable_data()->set_kind(tagi::v1::DataSpec::CSV);
+  csv.mutable_data()->set_train_csv("train.csv");
+  csv.mutable_data()->set_test_csv("test.csv");
+  csv.mutable_head()->mutable_regression();
+  csv.mutable_layers(0)->Clear();
+  csv.mutable_layers(0)->set_kind(Layer::TANH);
+  EXPECT_THAT(Problems(csv), AllOf(HasSubstr("input: missing"), HasSubstr("not LINEAR")));
+  csv.mutable_input()->set_channels(784);
+  csv.mutable_input()->set_height(1);
+  csv.mutable_input()->set_width(1);
+  // Now the shapes are inferred from it: TANH keeps 784, which layer 2 does not take.
+  EXPECT_THAT(Problems(csv), AllOf(Not(HasSubstr("input: ")),
+                                   HasSubstr("layers[2].in_features: 32 does not match its "
+                                             "input, which has 784 features")));
 }
 
 TEST(JobSpec, EmptyLayerListIsRefused) {

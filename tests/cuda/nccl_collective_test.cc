@@ -90,7 +90,11 @@ TEST(NcclCollective, WorldOfOnePublishesItsIdAndReducesHostAndDeviceMemory) {
 
   // Device memory: the CUDA engine's reduce buffer, reduced in place.
   engine::Architecture arch;
-  arch.layers = {{engine::LayerKind::kLinear, 3, 2, 0.0f}};
+  arch.input = {3, 1, 1};
+  arch.layers.resize(1);
+  arch.layers[0].kind = tagi::v1::Layer::LINEAR;
+  arch.layers[0].in = 3;
+  arch.layers[0].out = 2;
   arch.head = {engine::HeadKind::kRegression, 0};
   auto gpu = engine::CreateEngine(arch, 4, 0);
   ASSERT_TRUE(gpu.ok()) << gpu.status();

@@ -83,9 +83,15 @@ TEST_F(NcclTwoRanks, SumAndBroadcastHostMemory) {
 TEST_F(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
   auto& ranks = ranks_;
   engine::Architecture arch;
-  arch.layers = {{engine::LayerKind::kLinear, 3, 4, 0.0f},
-                 {engine::LayerKind::kTanh, 0, 0, 0.0f},
-                 {engine::LayerKind::kLinear, 4, 2, 0.0f}};
+  arch.input = {3, 1, 1};
+  arch.layers.resize(3);
+  arch.layers[0].kind = tagi::v1::Layer::LINEAR;
+  arch.layers[0].in = 3;
+  arch.layers[0].out = 4;
+  arch.layers[1].kind = tagi::v1::Layer::TANH;
+  arch.layers[2].kind = tagi::v1::Layer::LINEAR;
+  arch.layers[2].in = 4;
+  arch.layers[2].out = 2;
   arch.head = {engine::HeadKind::kRegression, 0};
   std::vector<std::unique_ptr<engine::Engine>> gpus;
   std::vector<std::vector<float>> deltas;

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "spec/kinds.h"
+#include "tests/engine/layer_harness.h"
 
 namespace tagi::engine {
 namespace {
@@ -54,7 +56,7 @@ Moments IntegrateRelu(double mu, double var) {
 }
 
 TEST(Activate, ReluPassesAPositiveMeanUnchanged) {
-  const ActivationMoments m = Activate(LayerKind::kRelu, 0.0f, 1.5f, 0.4f);
+  const ActivationMoments m = Activate(v1::Layer::RELU, 0.0f, 1.5f, 0.4f);
   EXPECT_EQ(m.mu, 1.5f);
   EXPECT_EQ(m.var, 0.4f);
   EXPECT_EQ(m.jcb, 1.0f);
@@ -62,7 +64,7 @@ TEST(Activate, ReluPassesAPositiveMeanUnchanged) {
 
 TEST(Activate, ReluZeroesANegativeOrZeroMean) {
   for (float mu : {-0.7f, 0.0f}) {
-    const ActivationMoments m = Activate(LayerKind::kRelu, 0.0f, mu, 0.3f);
+    const ActivationMoments m = Activate(v1::Layer::RELU, 0.0f, mu, 0.3f);
     EXPECT_EQ(m.mu, 0.0f) << mu;
     EXPECT_EQ(m.var, 0.0f) << mu;
     EXPECT_EQ(m.jcb, 0.0f) << mu;
@@ -71,11 +73,11 @@ TEST(Activate, ReluZeroesANegativeOrZeroMean) {
 
 TEST(Activate, LeakyReluScalesTheNegativeSideBySlope) {
   // mu_a = k mu_z = 0.1 * -2 = -0.2; var_a = k^2 var_z = 0.01 * 0.5 = 0.005.
-  const ActivationMoments neg = Activate(LayerKind::kLeakyRelu, 0.1f, -2.0f, 0.5f);
+  const ActivationMoments neg = Activate(v1::Layer::LEAKY_RELU, 0.1f, -2.0f, 0.5f);
   EXPECT_FLOAT_EQ(neg.mu, -0.2f);
   EXPECT_FLOAT_EQ(neg.var, 0.005f);
   EXPECT_FLOAT_EQ(neg.jcb, 0.1f);
-  const ActivationMoments pos = Activate(LayerKind::kLeakyRelu, 0.1f, 2.0f, 0.5f);
+  const ActivationMoments pos = Activate(v1::Layer::LEAKY_RELU, 0.1f, 2.0f, 0.5f);
   EXPECT_EQ(pos.mu, 2.0f);
   EXPECT_EQ(pos.var, 0.5f);
   EXPECT_EQ(pos.jcb, 1.0f);
@@ -84,7 +86,7 @@ TEST(Activate, LeakyReluScalesTheNegativeSideBySlope) {
 TEST(Activate, SigmoidIsLinearisedAtTheMean) {
   // s = 1 / (1 + e^-0.5) = 0.62245933; jcb = s (1 - s) = 0.23500371;
   // var_a = jcb^2 * 0.2 = 0.01104535.
-  const ActivationMoments m = Activate(LayerKind::kSigmoid, 0.0f, 0.5f, 0.2f);
+  const ActivationMoments m = Activate(v1::Layer::SIGMOID, 0.0f, 0.5f, 0.2f);
   EXPECT_NEAR(m.mu, 0.6224593312, 1e-6);
   EXPECT_NEAR(m.jcb, 0.2350037122, 1e-6);
   EXPECT_NEAR(m.var, 0.0110453489, 1e-7);
@@ -93,7 +95,7 @@ TEST(Activate, SigmoidIsLinearisedAtTheMean) {
 TEST(Activate, TanhIsLinearisedAtTheMean) {
   // t = tanh(-0.3) = -0.29131261; jcb = 1 - t^2 = 0.91513696;
   // var_a = jcb^2 * 0.5 = 0.41873783.
-  const ActivationMoments m = Activate(LayerKind::kTanh, 0.0f, -0.3f, 0.5f);
+  const ActivationMoments m = Activate(v1::Layer::TANH, 0.0f, -0.3f, 0.5f);
   EXPECT_NEAR(m.mu, -0.2913126125, 1e-6);
   EXPECT_NEAR(m.jcb, 0.9151369618, 1e-6);
   EXPECT_NEAR(m.var, 0.4187378295, 1e-6);
@@ -102,14 +104,14 @@ TEST(Activate, TanhIsLinearisedAtTheMean) {
 TEST(Activate, SoftplusIsLinearisedAtTheMean) {
   // sp = log(1 + e^1.2) = 1.46328247; jcb = 1 / (1 + e^-1.2) = 0.76852478;
   // var_a = jcb^2 * 0.3 = 0.17718910.
-  const ActivationMoments m = Activate(LayerKind::kSoftplus, 0.0f, 1.2f, 0.3f);
+  const ActivationMoments m = Activate(v1::Layer::SOFTPLUS, 0.0f, 1.2f, 0.3f);
   EXPECT_NEAR(m.mu, 1.4632824673, 1e-6);
   EXPECT_NEAR(m.jcb, 0.7685247835, 1e-6);
   EXPECT_NEAR(m.var, 0.1771891029, 1e-6);
 }
 
 TEST(Activate, SmoothActivationsStayFiniteAtLargeMeans) {
-  for (LayerKind kind : {LayerKind::kSigmoid, LayerKind::kTanh, LayerKind::kSoftplus}) {
+  for (LayerKind kind : {v1::Layer::SIGMOID, v1::Layer::TANH, v1::Layer::SOFTPLUS}) {
     for (float mu : {-100.0f, -30.0f, 30.0f, 100.0f}) {
       const ActivationMoments m = Activate(kind, 0.0f, mu, 1.0f);
       EXPECT_TRUE(std::isfinite(m.mu) && std::isfinite(m.var) && std::isfinite(m.jcb))
@@ -119,11 +121,11 @@ TEST(Activate, SmoothActivationsStayFiniteAtLargeMeans) {
     }
   }
   // softplus(100) = 100 + log(1 + e^-100) = 100 in float; its slope is 1.
-  const ActivationMoments big = Activate(LayerKind::kSoftplus, 0.0f, 100.0f, 1.0f);
+  const ActivationMoments big = Activate(v1::Layer::SOFTPLUS, 0.0f, 100.0f, 1.0f);
   EXPECT_FLOAT_EQ(big.mu, 100.0f);
   EXPECT_FLOAT_EQ(big.jcb, 1.0f);
   // softplus(-30) = log(1 + e^-30) = 9.3576e-14, slope sigmoid(-30) the same.
-  const ActivationMoments small = Activate(LayerKind::kSoftplus, 0.0f, -30.0f, 1.0f);
+  const ActivationMoments small = Activate(v1::Layer::SOFTPLUS, 0.0f, -30.0f, 1.0f);
   EXPECT_NEAR(small.mu, 9.357623e-14, 1e-18);
   EXPECT_NEAR(small.jcb, 9.357623e-14, 1e-18);
 }
@@ -135,7 +137,7 @@ TEST(Activate, MixtureReluMatchesTheRectifiedGaussianMoments) {
   for (const Case c : {Case{0.5f, 2.0f}, Case{-1.0f, 0.25f}, Case{2.0f, 0.5f},
                        Case{-0.3f, 4.0f}}) {
     const Moments want = RectifiedGaussian(c.mu, c.var);
-    const ActivationMoments got = Activate(LayerKind::kMixtureRelu, 0.0f, c.mu, c.var);
+    const ActivationMoments got = Activate(v1::Layer::MIXTURE_RELU, 0.0f, c.mu, c.var);
     EXPECT_NEAR(got.mu, want.mu, 1e-6 + 1e-5 * want.mu) << c.mu << " " << c.var;
     EXPECT_NEAR(got.var, want.var, 1e-6 + 1e-4 * want.var) << c.mu << " " << c.var;
     EXPECT_NEAR(got.jcb, want.jcb, 1e-6) << c.mu << " " << c.var;
@@ -145,7 +147,7 @@ TEST(Activate, MixtureReluMatchesTheRectifiedGaussianMoments) {
 TEST(Activate, MixtureReluAtZeroMeanHasTheHalfNormalMoments) {
   // alpha = 0: mu_a = sd phi(0) = 1/sqrt(2 pi) = 0.39894228;
   // E[a^2] = var / 2 = 0.5; var_a = 0.5 - 1/(2 pi) = 0.34084506; jcb = 1/2.
-  const ActivationMoments m = Activate(LayerKind::kMixtureRelu, 0.0f, 0.0f, 1.0f);
+  const ActivationMoments m = Activate(v1::Layer::MIXTURE_RELU, 0.0f, 0.0f, 1.0f);
   EXPECT_NEAR(m.mu, 0.3989422804, 1e-6);
   EXPECT_NEAR(m.var, 0.3408450569, 1e-6);
   EXPECT_NEAR(m.jcb, 0.5, 1e-7);
@@ -153,7 +155,7 @@ TEST(Activate, MixtureReluAtZeroMeanHasTheHalfNormalMoments) {
 
 TEST(Activate, MixtureReluFloorsMeanAndVarianceAtOneMillionth) {
   // alpha = -10 / 0.1 = -100: both moments underflow to 0 and are floored.
-  const ActivationMoments m = Activate(LayerKind::kMixtureRelu, 0.0f, -10.0f, 0.01f);
+  const ActivationMoments m = Activate(v1::Layer::MIXTURE_RELU, 0.0f, -10.0f, 0.01f);
   EXPECT_EQ(m.mu, 1e-6f);
   EXPECT_EQ(m.var, 1e-6f);
   EXPECT_NEAR(m.jcb, 0.0f, 1e-12);
@@ -162,18 +164,18 @@ TEST(Activate, MixtureReluFloorsMeanAndVarianceAtOneMillionth) {
 TEST(Activate, MixtureReluAgreesWithNumericalIntegration) {
   const float mu = 0.7f, var = 1.3f;
   const Moments want = IntegrateRelu(mu, var);
-  const ActivationMoments got = Activate(LayerKind::kMixtureRelu, 0.0f, mu, var);
+  const ActivationMoments got = Activate(v1::Layer::MIXTURE_RELU, 0.0f, mu, var);
   EXPECT_NEAR(got.mu, want.mu, 1e-5);
   EXPECT_NEAR(got.var, want.var, 1e-5);
   EXPECT_NEAR(got.jcb, want.jcb, 1e-5);  // cov(a, z) / var(z) = Phi(alpha)
 }
 
 TEST(Activate, MixtureReluWithoutVarianceIsARectifierWithFlooredVariance) {
-  const ActivationMoments pos = Activate(LayerKind::kMixtureRelu, 0.0f, 2.0f, 0.0f);
+  const ActivationMoments pos = Activate(v1::Layer::MIXTURE_RELU, 0.0f, 2.0f, 0.0f);
   EXPECT_FLOAT_EQ(pos.mu, 2.0f);
   EXPECT_EQ(pos.var, 1e-6f);
   EXPECT_EQ(pos.jcb, 1.0f);
-  const ActivationMoments neg = Activate(LayerKind::kMixtureRelu, 0.0f, -2.0f, 0.0f);
+  const ActivationMoments neg = Activate(v1::Layer::MIXTURE_RELU, 0.0f, -2.0f, 0.0f);
   EXPECT_EQ(neg.mu, 1e-6f);
   EXPECT_EQ(neg.var, 1e-6f);
   EXPECT_EQ(neg.jcb, 0.0f);
@@ -199,12 +201,12 @@ struct ActivationFixture {
 };
 
 TEST(ActivationLayer, ForwardAppliesTheUnitMomentsAndStoresJcb) {
-  for (LayerKind kind : {LayerKind::kRelu, LayerKind::kLeakyRelu, LayerKind::kSigmoid,
-                         LayerKind::kTanh, LayerKind::kSoftplus, LayerKind::kMixtureRelu}) {
+  for (LayerKind kind : {v1::Layer::RELU, v1::Layer::LEAKY_RELU, v1::Layer::SIGMOID,
+                         v1::Layer::TANH, v1::Layer::SOFTPLUS, v1::Layer::MIXTURE_RELU}) {
     ActivationFixture f;
-    Activation layer(kind, 0.2f);
-    EXPECT_TRUE(layer.ProducesJcb());
-    EXPECT_EQ(layer.OutputWidth(3), 3u);
+    Activation activation(kind, 0.2f, ActivationFixture::kWidth);
+    ActivationUnderTest layer(activation);
+    EXPECT_TRUE(spec::RulesOf(kind)->produces_jcb());
     layer.Forward(f.in, f.out, ActivationFixture::kBatch);
     for (size_t i = 0; i < ActivationFixture::kBatch * ActivationFixture::kWidth; ++i) {
       const ActivationMoments m = Activate(kind, 0.2f, f.in.units.mu()[i], f.in.units.var()[i]);
@@ -217,7 +219,8 @@ TEST(ActivationLayer, ForwardAppliesTheUnitMomentsAndStoresJcb) {
 
 TEST(ActivationLayer, ReluForwardRectifiesPerUnit) {
   ActivationFixture f;
-  Activation layer(LayerKind::kRelu, 0.0f);
+  Activation activation(v1::Layer::RELU, 0.0f, ActivationFixture::kWidth);
+  ActivationUnderTest layer(activation);
   layer.Forward(f.in, f.out, ActivationFixture::kBatch);
   const float want_mu[] = {1.5f, 0.0f, 0.2f, 0.0f, 0.0f, 3.0f};
   const float want_var[] = {0.3f, 0.0f, 1.0f, 0.0f, 0.0f, 0.1f};
@@ -231,7 +234,8 @@ TEST(ActivationLayer, ReluForwardRectifiesPerUnit) {
 
 TEST(ActivationLayer, BackwardScalesInnovationsByJcbAndJcbSquared) {
   ActivationFixture f;
-  Activation layer(LayerKind::kTanh, 0.0f);
+  Activation activation(v1::Layer::TANH, 0.0f, ActivationFixture::kWidth);
+  ActivationUnderTest layer(activation);
   layer.Forward(f.in, f.out, ActivationFixture::kBatch);
   const std::vector<float> dmu = {0.4f, -1.0f, 2.0f, 0.3f, -0.6f, 1.1f};
   const std::vector<float> dvar = {-0.5f, -0.2f, -1.5f, -0.05f, -0.8f, -0.3f};
@@ -248,7 +252,8 @@ TEST(ActivationLayer, BackwardScalesInnovationsByJcbAndJcbSquared) {
 
 TEST(ActivationLayer, BackwardWithoutInputDeltaWritesNothing) {
   ActivationFixture f;
-  Activation layer(LayerKind::kSigmoid, 0.0f);
+  Activation activation(v1::Layer::SIGMOID, 0.0f, ActivationFixture::kWidth);
+  ActivationUnderTest layer(activation);
   layer.Forward(f.in, f.out, ActivationFixture::kBatch);
   const std::vector<float> d(6, 1.0f);
   std::vector<float> dmu_in(6, 99.0f), dvar_in(6, 99.0f);
@@ -264,7 +269,7 @@ TEST(ActivationLayer, BackwardWithoutInputDeltaWritesNothing) {
 TEST(Activate, MixtureReluKeepsTheVarianceFarOnThePositiveSide) {
   for (const auto& [mu, var] : {std::pair<float, float>{8.0f, 0.05f}, {30.0f, 0.01f},
                                 {5.0f, 1e-4f}, {300.0f, 0.01f}}) {
-    const ActivationMoments m = Activate(LayerKind::kMixtureRelu, 0.0f, mu, var);
+    const ActivationMoments m = Activate(v1::Layer::MIXTURE_RELU, 0.0f, mu, var);
     EXPECT_NEAR(m.var, var, 1e-4 * var) << "mu " << mu << " var " << var;
     EXPECT_NEAR(m.mu, mu, 1e-6 * mu);
     EXPECT_FLOAT_EQ(m.jcb, 1.0f);

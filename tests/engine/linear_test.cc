@@ -8,8 +8,11 @@
 #include <vector>
 
 #include "common/rng.h"
+#include "spec/plan.h"
+#include "tests/engine/layer_harness.h"
 #include "gtest/gtest.h"
 #include "worker/engine/activation.h"
+#include "worker/engine/initialize.h"
 
 namespace tagi::engine {
 namespace {
@@ -50,7 +53,7 @@ struct LinearFixture {
   float var_z(size_t b, size_t o) const { return z.units.var()[b * width_out + o]; }
 
   size_t width_out;
-  Linear layer;
+  LinearUnderTest layer;
   // SetParams assigns equally sized vectors, so the bound pointers stay valid.
   std::vector<float> mw, vw, mb, vb, dmw, dvw, dmb, dvb;
   HiddenState x, z;
@@ -212,7 +215,10 @@ TEST(LinearBackward, ThroughThePrecedingActivationScalesByJcb) {
     z_prev.units.mu()[k] = kMuA[k] * 0.5f;
     z_prev.units.var()[k] = kVarA[k] + 0.1f;
   }
-  Activation tanh_layer(LayerKind::kTanh, 0.0f);
+  f.x.has_jcb = true;
+  f.x.Reserve(3);
+  Activation tanh(v1::Layer::TANH, 0.0f, 3);
+  ActivationUnderTest tanh_layer(tanh);
   tanh_layer.Forward(z_prev, f.x, 3);
   f.layer.Forward(f.x, f.z, 3);
   std::vector<float> da_mu(9), da_var(9), dz_mu(9), dz_var(9);
@@ -388,10 +394,30 @@ TEST_F(CappedStepTest, RefreshesTheProductsUsedByTheNextForwardAndBackward) {
   EXPECT_FLOAT_EQ(din_var[1], -3.015f);
 }
 
+// Draws the layer's parameters as the engines do (initialize.h): a network
+// of this one layer, its blocks copied into the fixture.
+void InitializeLayer(LinearFixture& f, uint64_t seed, InitMethod method, float gain_w,
+                     float gain_b) {
+  const size_t in = f.mw.size() / f.width_out;
+  spec::Architecture arch;
+  arch.input = {static_cast<uint32_t>(in), 1, 1};
+  arch.layers = {{v1::Layer::LINEAR, static_cast<uint32_t>(in),
+                  static_cast<uint32_t>(f.width_out)}};
+  arch.head = {spec::HeadKind::kRegression, 0};
+  const spec::Plan plan = spec::MakePlan(arch, {}).value();
+  std::vector<float> arena(2 * plan.num_parameters);
+  InitializeParameters(plan, seed, {method, gain_w, gain_b}, arena);
+  const size_t n = plan.num_parameters, nw = f.mw.size();
+  std::copy_n(arena.begin(), nw, f.mw.begin());
+  std::copy_n(arena.begin() + n, nw, f.vw.begin());
+  std::copy_n(arena.begin() + nw, f.width_out, f.mb.begin());
+  std::copy_n(arena.begin() + n + nw, f.width_out, f.vb.begin());
+  f.layer.RefreshDerived();
+}
+
 TEST(LinearInitialize, HeSetsConstantVariancesFromTheGains) {
   LinearFixture f(50, 40, 1);
-  Rng rng(11);
-  f.layer.Initialize(rng, InitMethod::kHe, 0.5f, 2.0f);
+  InitializeLayer(f, 11, InitMethod::kHe, 0.5f, 2.0f);
   // s^2 = 1 / fan_in = 1/50; var_w = (0.5 s)^2 = 0.005; var_b = (2 s)^2 = 0.08.
   for (float v : f.vw) EXPECT_FLOAT_EQ(v, 0.005f);
   for (float v : f.vb) EXPECT_FLOAT_EQ(v, 0.08f);
@@ -402,8 +428,7 @@ TEST(LinearInitialize, HeSetsConstantVariancesFromTheGains) {
 
 TEST(LinearInitialize, XavierUsesFanInPlusFanOut) {
   LinearFixture f(50, 30, 1);
-  Rng rng(12);
-  f.layer.Initialize(rng, InitMethod::kXavier, 1.0f, 1.0f);
+  InitializeLayer(f, 12, InitMethod::kXavier, 1.0f, 1.0f);
   // s^2 = 2 / (50 + 30) = 0.025.
   for (float v : f.vw) EXPECT_FLOAT_EQ(v, 0.025f);
   for (float v : f.vb) EXPECT_FLOAT_EQ(v, 0.025f);
@@ -414,8 +439,7 @@ TEST(LinearInitialize, XavierUsesFanInPlusFanOut) {
 
 TEST(LinearInitialize, RefreshesTheDerivedProducts) {
   LinearFixture f(2, 1, 1);
-  Rng rng(3);
-  f.layer.Initialize(rng, InitMethod::kHe, 1.0f, 1.0f);
+  InitializeLayer(f, 3, InitMethod::kHe, 1.0f, 1.0f);
   f.SetInputs({1.0f, -2.0f}, {0.3f, 0.7f});
   f.layer.Forward(f.x, f.z, 1);
   double var = f.vb[0];

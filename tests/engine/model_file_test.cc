@@ -16,6 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "common/byte_codec.h"
+#include "spec/network_proto.h"
 #include "worker/engine/model.h"
 
 namespace tagi::engine {
@@ -47,16 +49,16 @@ class ScratchDir {
 };
 
 Architecture LeakyRegression() {
-  return {{{LayerKind::kLinear, 3, 4, 0.0f},
-           {LayerKind::kLeakyRelu, 0, 0, 0.1f},
-           {LayerKind::kLinear, 4, 2, 0.0f}},
+  return {{3, 1, 1}, {{v1::Layer::LINEAR, 3, 4, 0.0f},
+           {v1::Layer::LEAKY_RELU, 0, 0, 0.1f},
+           {v1::Layer::LINEAR, 4, 2, 0.0f}},
           {HeadKind::kRegression, 0}};
 }
 
 Architecture HsmArchitecture() {
-  return {{{LayerKind::kLinear, 3, 5, 0.0f},
-           {LayerKind::kRelu, 0, 0, 0.0f},
-           {LayerKind::kLinear, 5, 3, 0.0f}},
+  return {{3, 1, 1}, {{v1::Layer::LINEAR, 3, 5, 0.0f},
+           {v1::Layer::RELU, 0, 0, 0.0f},
+           {v1::Layer::LINEAR, 5, 3, 0.0f}},
           {HeadKind::kClassification, 3}};
 }
 
@@ -101,6 +103,37 @@ uint32_t ZlibCrc(const std::string& s, size_t len) {
 }
 // Rewrites the trailer so that the checksum matches again.
 void FixCrc(std::string& s) { WriteU32(s, s.size() - 4, ZlibCrc(s, s.size() - 4)); }
+
+// A version 1 file, as the first format wrote it (a flat layer list, no
+// state): such files must keep loading.
+std::string EncodeV1(const Architecture& arch, const Preprocessing& prep,
+                     const std::vector<float>& parameters) {
+  ByteWriter body;
+  body.PutU32(static_cast<uint32_t>(arch.layers.size()));
+  for (const LayerDesc& d : arch.layers) {
+    body.PutU8(static_cast<uint8_t>(d.kind));
+    body.PutU32(d.in);
+    body.PutU32(d.out);
+    body.PutF32(d.slope);
+  }
+  body.PutU8(static_cast<uint8_t>(arch.head.kind));
+  body.PutU32(arch.head.num_classes);
+  for (const auto* v : {&prep.input_mean, &prep.input_std, &prep.target_mean, &prep.target_std}) {
+    body.PutU32(static_cast<uint32_t>(v->size()));
+    body.PutF32Array(*v);
+  }
+  body.PutU64(parameters.size() / 2);
+  body.PutF32Array(parameters);
+  ByteWriter file;
+  file.PutBytes("TAGIMODL", 8);
+  file.PutU32(1);
+  file.PutU64(body.data().size());
+  file.PutBytes(body.data().data(), body.data().size());
+  std::string bytes = file.Release();
+  bytes.append(4, '\0');
+  FixCrc(bytes);
+  return bytes;
+}
 
 absl::StatusOr<ModelFile> Decode(const std::string& bytes) {
   return DecodeModelFile(std::span<const char>(bytes.data(), bytes.size()));
@@ -178,7 +211,8 @@ TEST(ModelFile, NanSlopeOnALinearLayerIsDataLoss) {
       248);
   const auto file = DecodeModelFile(bytes);
   EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(file.status().message().find("layer 2 (LINEAR) has slope nan"), std::string::npos)
+  EXPECT_NE(file.status().message().find("layers[2]: holds fields a LINEAR layer does not take"),
+            std::string::npos)
       << file.status();
 }
 
@@ -188,17 +222,19 @@ TEST(ModelFile, SlopesAndWidthsALayerDoesNotUseAreDataLoss) {
     LayerDesc desc;
     const char* message;
   } cases[] = {
-      {1, {LayerKind::kLeakyRelu, 0, 0, 1.5f},
-       "layer 1 (LEAKY_RELU) has slope 1.5; expected a value in (0, 1)"},
-      {1, {LayerKind::kLeakyRelu, 0, 0, 0.0f}, "layer 1 (LEAKY_RELU) has slope 0"},
-      {1, {LayerKind::kLeakyRelu, 4, 4, 0.1f}, "layer 1 (LEAKY_RELU) has widths 4 x 4"},
-      {1, {LayerKind::kRelu, 0, 0, 0.1f}, "layer 1 (RELU) has slope 0.1; expected none (0)"},
-      {0, {LayerKind::kLinear, 3, 4, -0.5f}, "layer 0 (LINEAR) has slope -0.5"},
+      {1, {v1::Layer::LEAKY_RELU, 0, 0, 1.5f},
+       "layers[1].negative_slope: 1.5; expected a value in (0, 1)"},
+      {1, {v1::Layer::LEAKY_RELU, 0, 0, 0.0f}, "layers[1].negative_slope: 0;"},
+      {1, {v1::Layer::LEAKY_RELU, 4, 4, 0.1f}, "layers[1]: holds fields a LEAKY_RELU layer"},
+      {1, {v1::Layer::RELU, 0, 0, 0.1f}, "layers[1]: holds fields a RELU layer does not take"},
+      {0, {v1::Layer::LINEAR, 3, 4, -0.5f}, "layers[0]: holds fields a LINEAR layer"},
   };
+  // Version 1 files carry every field for every layer; version 2 files
+  // carry only a kind's own (its message of the oneof).
   for (const auto& c : cases) {
     Architecture arch = LeakyRegression();
     arch.layers[c.layer] = c.desc;
-    const auto file = Decode(EncodeModelFile(arch, {}, AwkwardParameters(arch.num_parameters())));
+    const auto file = Decode(EncodeV1(arch, {}, AwkwardParameters(4 * 3 + 4 + 2 * 4 + 2)));
     EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << c.message;
     EXPECT_NE(file.status().message().find(c.message), std::string::npos) << file.status();
   }
@@ -266,17 +302,23 @@ TEST(ModelFile, LayoutIsLittleEndianWithMagicVersionLengthAndCrc) {
   const std::string bytes = EncodeModelFile(arch, SomePreprocessing(), params);
   EXPECT_EQ(bytes.substr(0, 8), "TAGIMODL");
   EXPECT_EQ(ReadU32(bytes, 8), kModelFileVersion);
-  EXPECT_EQ(kModelFileVersion, 1u);
+  EXPECT_EQ(kModelFileVersion, 2u);
   EXPECT_EQ(ReadU64(bytes, 12), bytes.size() - kHeaderBytes - 4);
   EXPECT_EQ(ReadU32(bytes, bytes.size() - 4), ZlibCrc(bytes, bytes.size() - 4));
-  // Body: layer count 3, then the first layer: kind 1, in 3, out 4.
-  EXPECT_EQ(ReadU32(bytes, 20), 3u);
-  EXPECT_EQ(static_cast<uint8_t>(bytes[24]), 1u);
-  EXPECT_EQ(ReadU32(bytes, 25), 3u);
-  EXPECT_EQ(ReadU32(bytes, 29), 4u);
-  // The arena closes the body, preceded by N as a u64.
+  // Body: the architecture as a length-prefixed tagi.v1.Network.
+  const uint32_t arch_len = ReadU32(bytes, 20);
+  tagi::v1::Network network;
+  ASSERT_TRUE(network.ParseFromString(bytes.substr(24, arch_len)));
+  EXPECT_EQ(network.input().channels(), 3u);
+  ASSERT_EQ(network.layers_size(), 3);
+  EXPECT_EQ(network.layers(0).linear().in_features(), 3u);
+  EXPECT_EQ(network.layers(0).linear().out_features(), 4u);
+  EXPECT_FLOAT_EQ(network.layers(1).leaky_relu().negative_slope(), 0.1f);
+  EXPECT_TRUE(network.head().has_regression());
+  // The arena, preceded by N as a u64, then the state count S = 0 close the body.
   const size_t n = arch.num_parameters();
-  const size_t arena_at = bytes.size() - 4 - 2 * n * sizeof(float);
+  EXPECT_EQ(ReadU64(bytes, bytes.size() - 4 - 8), 0u);
+  const size_t arena_at = bytes.size() - 4 - 8 - 2 * n * sizeof(float);
   EXPECT_EQ(ReadU64(bytes, arena_at - 8), n);
   for (size_t k = 0; k < 2 * n; ++k) {
     uint32_t bits;
@@ -348,10 +390,10 @@ TEST(ModelFile, InvalidArchitectureIsDataLoss) {
 }
 
 TEST(ModelFile, HostileVectorLengthIsDataLoss) {
-  // Body: u32 count (4) + 3 layers x 13 bytes + head 5 = 48 bytes, then the
-  // length of the input mean.
+  // Body: the architecture (u32 length + bytes), then the length of the
+  // input mean.
   std::string bytes = EncodeStandardFile();
-  const size_t at = kHeaderBytes + 48;
+  const size_t at = kHeaderBytes + 4 + ReadU32(bytes, kHeaderBytes);
   ASSERT_EQ(ReadU32(bytes, at), 3u);
   for (uint32_t hostile : {4u, 1000u, 0xffffff00u}) {
     std::string bad = bytes;

@@ -25,14 +25,16 @@ using testing::EncodeHsmLabel;
 using testing::NaiveCapFactor;
 using testing::NaiveTagi;
 
-LayerDesc Lin(uint32_t in, uint32_t out) { return {LayerKind::kLinear, in, out, 0.0f}; }
+LayerDesc Lin(uint32_t in, uint32_t out) { return {v1::Layer::LINEAR, in, out, 0.0f}; }
 LayerDesc Act(LayerKind kind, float slope = 0.0f) { return {kind, 0, 0, slope}; }
 
 Architecture Regression(std::vector<LayerDesc> layers) {
-  return {std::move(layers), {HeadKind::kRegression, 0}};
+  const Shape input{layers.front().in, 1, 1};
+  return {input, std::move(layers), {HeadKind::kRegression, 0}};
 }
 Architecture Hsm(std::vector<LayerDesc> layers, uint32_t classes) {
-  return {std::move(layers), {HeadKind::kClassification, classes}};
+  const Shape input{layers.front().in, 1, 1};
+  return {input, std::move(layers), {HeadKind::kClassification, classes}};
 }
 
 std::unique_ptr<Model> MakeModel(const Architecture& arch, size_t max_batch) {
@@ -109,7 +111,7 @@ void CompareWithNaive(const EndToEndCase& c, size_t* clipped = nullptr) {
   model->Initialize(c.seed, {});
   NaiveTagi naive(c.arch, model->parameters());
   const bool hsm = c.arch.head.kind == HeadKind::kClassification;
-  const bool sigmoid_out = c.arch.layers.back().kind == LayerKind::kSigmoid;
+  const bool sigmoid_out = c.arch.layers.back().kind == v1::Layer::SIGMOID;
   const size_t in = c.arch.input_width(), out = c.arch.output_width();
   Rng rng(c.seed + 1000);
   size_t num_clipped = 0;
@@ -164,46 +166,46 @@ void CompareWithNaive(const EndToEndCase& c, size_t* clipped = nullptr) {
 TEST(ModelEndToEnd, RegressionReluNetworkMatchesTheNaiveTagiStep) {
   size_t clipped = 0;
   CompareWithNaive({"3-4-RELU-2 regression",
-                    Regression({Lin(3, 4), Act(LayerKind::kRelu), Lin(4, 2)}), 3, 0.5f, 7, 3},
+                    Regression({Lin(3, 4), Act(v1::Layer::RELU), Lin(4, 2)}), 3, 0.5f, 7, 3},
                    &clipped);
   EXPECT_GT(clipped, 0u);  // the comparison covers clipped and unclipped deltas
 }
 
 TEST(ModelEndToEnd, HsmReluNetworkMatchesTheNaiveTagiStep) {
   CompareWithNaive({"3-5-RELU-3 hsm(3)",
-                    Hsm({Lin(3, 5), Act(LayerKind::kRelu), Lin(5, 3)}, 3), 4, 1.0f, 21, 3});
+                    Hsm({Lin(3, 5), Act(v1::Layer::RELU), Lin(5, 3)}, 3), 4, 1.0f, 21, 3});
 }
 
 TEST(ModelEndToEnd, HsmTenClassNetworkMatchesTheNaiveTagiStep) {
   CompareWithNaive({"4-8-RELU-11 hsm(10)",
-                    Hsm({Lin(4, 8), Act(LayerKind::kRelu), Lin(8, 11)}, 10), 5, 1.0f, 3, 2});
+                    Hsm({Lin(4, 8), Act(v1::Layer::RELU), Lin(8, 11)}, 10), 5, 1.0f, 3, 2});
 }
 
 TEST(ModelEndToEnd, SmoothActivationsEndingInSigmoidMatchTheNaiveTagiStep) {
   // The output update goes through the last activation's jcb (TAGI.md section 4).
   CompareWithNaive({"3-6-MIXTURE_RELU-4-TANH-2-SIGMOID regression",
-                    Regression({Lin(3, 6), Act(LayerKind::kMixtureRelu), Lin(6, 4),
-                                Act(LayerKind::kTanh), Lin(4, 2), Act(LayerKind::kSigmoid)}),
+                    Regression({Lin(3, 6), Act(v1::Layer::MIXTURE_RELU), Lin(6, 4),
+                                Act(v1::Layer::TANH), Lin(4, 2), Act(v1::Layer::SIGMOID)}),
                     3, 0.2f, 5, 3});
 }
 
 TEST(ModelEndToEnd, SingleSampleStepsWithLeakyReluAndSoftplusMatchTheNaiveTagiStep) {
   // B = 1: cap factor 0.1.
   CompareWithNaive({"4-5-LEAKY_RELU-3-SOFTPLUS-2 regression",
-                    Regression({Lin(4, 5), Act(LayerKind::kLeakyRelu, 0.1f), Lin(5, 3),
-                                Act(LayerKind::kSoftplus), Lin(3, 2)}),
+                    Regression({Lin(4, 5), Act(v1::Layer::LEAKY_RELU, 0.1f), Lin(5, 3),
+                                Act(v1::Layer::SOFTPLUS), Lin(3, 2)}),
                     1, 0.3f, 13, 3});
 }
 
 TEST(ModelEndToEnd, LargeBatchUsesCapFactorThree) {
   CompareWithNaive({"2-3-TANH-1 regression B=256",
-                    Regression({Lin(2, 3), Act(LayerKind::kTanh), Lin(3, 1)}), 256, 0.5f, 17,
+                    Regression({Lin(2, 3), Act(v1::Layer::TANH), Lin(3, 1)}), 256, 0.5f, 17,
                     2});
 }
 
 TEST(Model, CreateRejectsAnInvalidArchitecture) {
-  const Architecture bad_first = Regression({Act(LayerKind::kRelu), Lin(3, 2)});
-  const Architecture bad_chain = Regression({Lin(3, 4), Act(LayerKind::kRelu), Lin(5, 2)});
+  const Architecture bad_first = Regression({Act(v1::Layer::RELU), Lin(3, 2)});
+  const Architecture bad_chain = Regression({Lin(3, 4), Act(v1::Layer::RELU), Lin(5, 2)});
   const Architecture bad_head = Hsm({Lin(3, 10)}, 10);  // hsm(10) needs 11 outputs
   for (const Architecture& arch : {bad_first, bad_chain, bad_head}) {
     auto model = Model::Create(arch, 4);
@@ -212,7 +214,7 @@ TEST(Model, CreateRejectsAnInvalidArchitecture) {
 }
 
 TEST(Model, ArenasHoldMeansThenVariancesWithWeightsBeforeBiases) {
-  const Architecture arch = Regression({Lin(3, 4), Act(LayerKind::kRelu), Lin(4, 2)});
+  const Architecture arch = Regression({Lin(3, 4), Act(v1::Layer::RELU), Lin(4, 2)});
   auto model = MakeModel(arch, 2);
   // N = 3*4 + 4 + 4*2 + 2 = 26.
   ASSERT_EQ(model->num_parameters(), 26u);
@@ -228,7 +230,7 @@ TEST(Model, ArenasHoldMeansThenVariancesWithWeightsBeforeBiases) {
 }
 
 TEST(Model, ForwardReadsParametersWrittenIntoTheArena) {
-  const Architecture arch = Regression({Lin(2, 2), Act(LayerKind::kRelu), Lin(2, 1)});
+  const Architecture arch = Regression({Lin(2, 2), Act(v1::Layer::RELU), Lin(2, 1)});
   auto model = MakeModel(arch, 1);
   // N = 2*2 + 2 + 2*1 + 1 = 9. Layer 1: w = [[1, -1], [0.5, 2]], b = [0.1, -0.2];
   // layer 2: w = [[3, -2]], b = [0.5]. Variances: all weights 0.1, biases 0.01.
@@ -261,7 +263,7 @@ TEST(Model, FirstLayerSeesNoInputVariance) {
 }
 
 TEST(Model, GrowsItsBuffersForABatchLargerThanCreatedFor) {
-  const Architecture arch = Regression({Lin(3, 4), Act(LayerKind::kTanh), Lin(4, 2)});
+  const Architecture arch = Regression({Lin(3, 4), Act(v1::Layer::TANH), Lin(4, 2)});
   auto model = MakeModel(arch, 1);
   model->Initialize(4, {});
   Rng rng(8);
@@ -280,7 +282,7 @@ TEST(Model, GrowsItsBuffersForABatchLargerThanCreatedFor) {
 }
 
 TEST(Model, BatchDeltasAreTheSumOfEachSamplesDeltas) {
-  const Architecture arch = Regression({Lin(3, 4), Act(LayerKind::kTanh), Lin(4, 2)});
+  const Architecture arch = Regression({Lin(3, 4), Act(v1::Layer::TANH), Lin(4, 2)});
   auto batch = MakeModel(arch, 2);
   auto single = MakeModel(arch, 2);
   batch->Initialize(5, {});
@@ -304,7 +306,7 @@ TEST(Model, BatchDeltasAreTheSumOfEachSamplesDeltas) {
 }
 
 TEST(Model, ObservationsWithNanTargetsLeaveAllDeltasZero) {
-  const Architecture arch = Regression({Lin(3, 4), Act(LayerKind::kRelu), Lin(4, 2)});
+  const Architecture arch = Regression({Lin(3, 4), Act(v1::Layer::RELU), Lin(4, 2)});
   auto model = MakeModel(arch, 2);
   model->Initialize(1, {});
   const float x[] = {0.3f, -1.0f, 0.8f, -0.5f, 0.2f, 1.1f};
@@ -362,7 +364,7 @@ TEST(CapFactor, FollowsTheBatchSizeHeuristics) {
 }
 
 TEST(ModelInitialize, SameSeedGivesIdenticalModelsAndOtherSeedsDiffer) {
-  const Architecture arch = Regression({Lin(3, 5), Act(LayerKind::kRelu), Lin(5, 2)});
+  const Architecture arch = Regression({Lin(3, 5), Act(v1::Layer::RELU), Lin(5, 2)});
   auto a = MakeModel(arch, 1);
   auto b = MakeModel(arch, 8);
   a->Initialize(42, {});
@@ -385,7 +387,7 @@ TEST(ModelInitialize, SameSeedGivesIdenticalModelsAndOtherSeedsDiffer) {
 }
 
 TEST(ModelInitialize, FingerprintSeesASingleChangedParameter) {
-  const Architecture arch = Regression({Lin(3, 5), Act(LayerKind::kRelu), Lin(5, 2)});
+  const Architecture arch = Regression({Lin(3, 5), Act(v1::Layer::RELU), Lin(5, 2)});
   auto model = MakeModel(arch, 1);
   model->Initialize(42, {});
   const uint64_t before = model->ParameterFingerprint();
@@ -466,7 +468,7 @@ TEST(ModelClassification, ProbabilitiesSumToOneAndFollowTheLabelsNodes) {
 }
 
 TEST(ModelClassification, ProbabilitiesOfATrainedNetworkSumToOne) {
-  const Architecture arch = Hsm({Lin(4, 8), Act(LayerKind::kRelu), Lin(8, 11)}, 10);
+  const Architecture arch = Hsm({Lin(4, 8), Act(v1::Layer::RELU), Lin(8, 11)}, 10);
   auto model = MakeModel(arch, 3);
   model->Initialize(77, {});
   const float x[] = {0.1f, 0.9f, -0.3f, 0.4f, 1.0f, -1.0f, 0.0f, 0.5f, -0.7f, 0.2f, 0.3f, 0.8f};

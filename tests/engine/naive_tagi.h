@@ -60,7 +60,7 @@ class NaiveTagi {
     const size_t n = arena.size() / 2;
     size_t offset = 0;
     for (const LayerDesc& d : arch.layers) {
-      if (d.kind != LayerKind::kLinear) continue;
+      if (d.kind != v1::Layer::LINEAR) continue;
       Params p;
       p.in = d.in;
       p.out = d.out;
@@ -98,7 +98,7 @@ class NaiveTagi {
     for (const LayerDesc& d : arch_.layers) {
       const Boundary& a = units_.back();
       Boundary z;
-      if (d.kind == LayerKind::kLinear) {
+      if (d.kind == v1::Layer::LINEAR) {
         const Params& p = linears_[li++];
         z.mu.resize(batch * p.out);
         z.var.resize(batch * p.out);
@@ -135,7 +135,7 @@ class NaiveTagi {
                  double sigma_v) {
     Forward(x, batch);
     const size_t last = arch_.layers.size();
-    const bool ends_in_activation = arch_.layers.back().kind != LayerKind::kLinear;
+    const bool ends_in_activation = arch_.layers.back().kind != v1::Layer::LINEAR;
     // Boundary holding the last LINEAR layer's z, and the output a.
     const size_t zb = ends_in_activation ? last - 1 : last;
     const Boundary& out = units_[last];
@@ -194,35 +194,35 @@ class NaiveTagi {
 
   void Activate(const LayerDesc& d, double mz, double vz, double* ma, double* va, double* jcb) {
     switch (d.kind) {
-      case LayerKind::kRelu:
-      case LayerKind::kLeakyRelu: {
+      case v1::Layer::RELU:
+      case v1::Layer::LEAKY_RELU: {
         relu_margin_ = std::min(relu_margin_, std::abs(mz));
-        const double slope = mz > 0 ? 1.0 : (d.kind == LayerKind::kRelu ? 0.0 : d.slope);
+        const double slope = mz > 0 ? 1.0 : (d.kind == v1::Layer::RELU ? 0.0 : d.slope);
         *ma = slope * mz;
         *va = slope * slope * vz;
         *jcb = slope;
         return;
       }
-      case LayerKind::kSigmoid: {
+      case v1::Layer::SIGMOID: {
         const double s = 1.0 / (1.0 + std::exp(-mz));
         *ma = s;
         *jcb = s * (1.0 - s);
         *va = *jcb * *jcb * vz;
         return;
       }
-      case LayerKind::kTanh: {
+      case v1::Layer::TANH: {
         *ma = std::tanh(mz);
         *jcb = 1.0 - *ma * *ma;
         *va = *jcb * *jcb * vz;
         return;
       }
-      case LayerKind::kSoftplus: {
+      case v1::Layer::SOFTPLUS: {
         *ma = std::log1p(std::exp(mz));
         *jcb = 1.0 / (1.0 + std::exp(-mz));
         *va = *jcb * *jcb * vz;
         return;
       }
-      case LayerKind::kMixtureRelu: {
+      case v1::Layer::MIXTURE_RELU: {
         const double sd = std::sqrt(vz);
         const double alpha = mz / sd;
         const double cdf = 0.5 * std::erfc(-alpha / std::sqrt(2.0));
@@ -234,7 +234,7 @@ class NaiveTagi {
         *jcb = cdf;
         return;
       }
-      case LayerKind::kLinear:
+      case v1::Layer::LINEAR:
         break;
     }
   }
@@ -244,7 +244,7 @@ class NaiveTagi {
   void Backward(size_t zb, std::vector<double> dmu, std::vector<double> dvar) {
     size_t li = linears_.size();
     for (size_t layer = zb; layer-- > 0;) {
-      if (arch_.layers[layer].kind != LayerKind::kLinear) continue;
+      if (arch_.layers[layer].kind != v1::Layer::LINEAR) continue;
       Params& p = linears_[--li];
       const Boundary& a = units_[layer];  // input of this LINEAR
       p.dmw.assign(p.mw.size(), 0.0);

@@ -12,6 +12,7 @@
 
 #include "common/hsm_tree.h"
 #include "gtest/gtest.h"
+#include "tests/engine/layer_harness.h"
 #include "tests/engine/naive_tagi.h"
 #include "worker/engine/activation.h"
 
@@ -84,7 +85,8 @@ TEST(RegressionDeltas, ThroughASigmoidEqualTheOutputUpdateOfTagiSection4) {
     z.units.mu()[i] = mu_z[i];
     z.units.var()[i] = var_z[i];
   }
-  Activation sigmoid(LayerKind::kSigmoid, 0.0f);
+  Activation sigmoid_layer(v1::Layer::SIGMOID, 0.0f, 3);
+  ActivationUnderTest sigmoid(sigmoid_layer);
   sigmoid.Forward(z, a, 1);
   float da_mu[3], da_var[3], dz_mu[3], dz_var[3];
   RegressionDeltas(std::as_const(a.units).view(), y.data(), 3, sigma_v, {da_mu, da_var});

@@ -166,6 +166,7 @@ TEST(SnapshotCodec, SealedFramingRoundTripsThroughFrame) {
   ByteWriter w = FixedFields("j");
   w.PutU64(0);
   w.PutString("arch");
+  w.PutU64(0);  // state count
   auto decoded = DecodeSnapshot(Frame(w.data()));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->architecture, "arch");

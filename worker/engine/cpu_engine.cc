@@ -13,6 +13,13 @@ absl::Status CheckArenaSpan(const char* what, size_t size, size_t num_parameters
                       num_parameters, 2 * num_parameters));
 }
 
+absl::Status CheckStateSpan(const char* what, size_t size, size_t num_state) {
+  if (size == num_state) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: %d floats given, the model holds %d state values", what, size,
+                      num_state));
+}
+
 absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(const Architecture& arch,
                                                              size_t max_batch) {
   auto model = Model::Create(arch, max_batch);
@@ -44,6 +51,18 @@ absl::Status CpuEngine::WriteParameters(std::span<const float> in) {
   }
   std::copy(in.begin(), in.end(), model_->parameters().begin());
   model_->ParametersChanged();
+  return absl::OkStatus();
+}
+
+absl::Status CpuEngine::ReadState(std::span<float> out) {
+  if (auto st = CheckStateSpan("ReadState", out.size(), num_state()); !st.ok()) return st;
+  std::copy(model_->state().begin(), model_->state().end(), out.begin());
+  return absl::OkStatus();
+}
+
+absl::Status CpuEngine::WriteState(std::span<const float> in) {
+  if (auto st = CheckStateSpan("WriteState", in.size(), num_state()); !st.ok()) return st;
+  std::copy(in.begin(), in.end(), model_->state().begin());
   return absl::OkStatus();
 }
 

@@ -28,6 +28,8 @@ class CpuEngine final : public Engine {
   absl::Status Initialize(uint64_t seed, const InitOptions& options) override;
   absl::Status ReadParameters(std::span<float> out) override;
   absl::Status WriteParameters(std::span<const float> in) override;
+  absl::Status ReadState(std::span<float> out) override;
+  absl::Status WriteState(std::span<const float> in) override;
   absl::Status ReadDeltas(std::span<float> out) override;
   absl::StatusOr<uint64_t> ParameterFingerprint() override;
   absl::Status Forward(const float* x, size_t batch) override;
@@ -46,6 +48,8 @@ class CpuEngine final : public Engine {
 // InvalidArgument unless a span meant for an arena of `num_parameters`
 // parameters holds 2 * num_parameters floats.
 absl::Status CheckArenaSpan(const char* what, size_t size, size_t num_parameters);
+// InvalidArgument unless a span meant for the state holds num_state floats.
+absl::Status CheckStateSpan(const char* what, size_t size, size_t num_state);
 
 }  // namespace tagi::engine
 

@@ -48,6 +48,7 @@ class Engine {
   virtual std::string device() const = 0;
   size_t num_parameters() const { return architecture().num_parameters(); }
   size_t output_width() const { return architecture().output_width(); }
+  size_t num_state() const { return architecture().num_state(); }
 
   // Sizes the per-batch buffers for batches up to max_batch (allocates; not
   // for the step loop). Larger batches reserve on their own.
@@ -59,6 +60,9 @@ class Engine {
   // Copies of the parameter arena. REQUIRES: size 2 * num_parameters().
   virtual absl::Status ReadParameters(std::span<float> out) = 0;
   virtual absl::Status WriteParameters(std::span<const float> in) = 0;
+  // Copies of the state. REQUIRES: size num_state().
+  virtual absl::Status ReadState(std::span<float> out) = 0;
+  virtual absl::Status WriteState(std::span<const float> in) = 0;
   // The delta arena of the last TrainStep (after EndReduce: the reduced
   // one). REQUIRES: size 2 * num_parameters().
   virtual absl::Status ReadDeltas(std::span<float> out) = 0;
@@ -66,8 +70,8 @@ class Engine {
   // whatever the device.
   virtual absl::StatusOr<uint64_t> ParameterFingerprint() = 0;
 
-  // Forward pass of `batch` samples x [batch][input_width] (input variance
-  // zero); Output and ClassProbabilities then describe it.
+  // Forward pass (evaluation mode) of `batch` samples x [batch][input_width]
+  // (input variance zero); Output and ClassProbabilities then describe it.
   virtual absl::Status Forward(const float* x, size_t batch) = 0;
   // The output units of the last Forward or TrainStep, [batch][output_width],
   // in host memory valid until the next call on the engine.

@@ -1,37 +1,61 @@
-// Layer: one stage of a sequential TAGI network on the CPU.
+// Layer: one layer kind on the CPU, as the Model (the executor of a plan,
+// spec/plan.h) drives it.
 //
-// Forward maps the Gaussian units of its input boundary to those of its
-// output boundary. Backward receives the normalised innovations (delta_mu,
-// delta_var; shared/TAGI.md section 2) of its output units and writes those
-// of its input units; a LINEAR layer also fills its parameter deltas then.
-// Layers hold no buffers that grow: everything is sized by Reserve().
-// Not thread-safe; a model and its layers are used by one thread.
+// A layer owns no buffers: every call gets a LayerIo of views into the
+// model's arenas, laid out by the plan (its input and output units, the
+// innovations of its output and where those of its input go, its
+// parameter, delta and state blocks, its derived buffers and its scratch).
+// So a layer runs at any place in the graph, nested blocks included, and
+// no step allocates. Backward receives the normalised innovations of its
+// output units (shared/TAGI.md section 2) and fills its parameter deltas
+// and, when delta_in is set, the innovations of its input units.
+//
+// One file per kind (linear.cc, activation.cc); MakeLayer (model.cc) is
+// the one switch that maps a kind to its class. Not thread-safe.
 #ifndef TAGI_WORKER_ENGINE_LAYER_H_
 #define TAGI_WORKER_ENGINE_LAYER_H_
 
+#include <array>
 #include <cstddef>
 
-#include "worker/engine/architecture.h"
+#include "spec/plan.h"
 #include "worker/engine/gaussian.h"
 
 namespace tagi::engine {
 
+// Training runs batch statistics and updates running state; evaluation
+// reads the running state (only layers with state tell the two apart).
+enum class Mode { kTrain, kEval };
+
+inline constexpr size_t kMaxBlocksPerLayer = 4;
+
+struct LayerIo {
+  size_t batch = 0;
+  ConstGaussianView in;       // [batch][input size]
+  bool input_is_data = false;  // variance zero: its products may be skipped
+  GaussianView out;           // [batch][output size]
+  float* out_jcb = nullptr;   // the kind's jcb, when it writes one
+  ConstGaussianView delta_out;
+  GaussianView delta_in;      // mu == nullptr: the input needs no innovations
+  size_t num_blocks = 0;
+  std::array<GaussianView, kMaxBlocksPerLayer> params{};  // per parameter block
+  std::array<GaussianView, kMaxBlocksPerLayer> deltas{};  // mirrors params
+  std::array<size_t, kMaxBlocksPerLayer> block_size{};
+  float* state = nullptr;
+  float* derived = nullptr;
+  float* scratch = nullptr;
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
-  virtual LayerKind kind() const = 0;
-  // Width of the output boundary given the input width.
-  virtual size_t OutputWidth(size_t input_width) const = 0;
-  // Whether Forward writes a jcb into the output boundary.
-  virtual bool ProducesJcb() const = 0;
-  virtual void Reserve(size_t /*max_batch*/) {}
-
-  virtual void Forward(const HiddenState& in, HiddenState& out, size_t batch) = 0;
-  // need_input_delta is false for the first layer (no innovations are
-  // propagated to the data).
-  virtual void Backward(const HiddenState& in, const HiddenState& out,
-                        ConstGaussianView delta_out, GaussianView delta_in,
-                        size_t batch, bool need_input_delta) = 0;
+  virtual void Forward(const LayerIo& io, Mode mode) = 0;
+  virtual void Backward(const LayerIo& io) = 0;
+  // Recomputes the derived buffers after the parameters changed.
+  virtual void Refresh(const LayerIo& /*io*/) {}
+  // The capped update with the variance floor (TAGI.md section 7) over
+  // every parameter block, then Refresh. Kinds may fuse the two.
+  virtual void ApplyStep(const LayerIo& io, float inv_cap, float variance_floor);
 };
 
 }  // namespace tagi::engine

@@ -5,9 +5,24 @@
 
 #include "common/checksum.h"
 #include "worker/engine/activation.h"
+#include "worker/engine/elementwise.h"
+#include "worker/engine/linear.h"
 #include "worker/engine/output.h"
 
 namespace tagi::engine {
+namespace {
+
+// CPU batch arena offsets: 64-byte aligned.
+constexpr size_t kAlignFloats = 16;
+
+void AddInto(GaussianView dst, ConstGaussianView src, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    dst.mu[i] += src.mu[i];
+    dst.var[i] += src.var[i];
+  }
+}
+
+}  // namespace
 
 float CapFactor(size_t batch, const CapPolicy& policy) {
   if (batch <= 1) return policy.single_sample;
@@ -15,97 +30,145 @@ float CapFactor(size_t batch, const CapPolicy& policy) {
   return policy.large_batch;
 }
 
+void Layer::ApplyStep(const LayerIo& io, float inv_cap, float variance_floor) {
+  for (size_t k = 0; k < io.num_blocks; ++k) {
+    const GaussianView p = io.params[k];
+    const GaussianView d = io.deltas[k];
+    for (size_t i = 0; i < io.block_size[k]; ++i) {
+      elementwise::CappedStep(inv_cap, variance_floor, d.mu[i], d.var[i], &p.mu[i], &p.var[i]);
+    }
+  }
+  Refresh(io);
+}
+
+std::unique_ptr<Layer> MakeLayer(const spec::PlannedLayer& planned) {
+  const spec::LayerSpec& s = planned.spec;
+  switch (s.kind) {
+    case tagi::v1::Layer::LINEAR:
+      return std::make_unique<Linear>(s.in, s.out);
+    default:
+      return std::make_unique<Activation>(s.kind, s.slope, planned.in.size());
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const Architecture& arch,
                                                      size_t max_batch) {
-  if (auto st = ValidateArchitecture(arch); !st.ok()) return st;
-  std::unique_ptr<Model> model(new Model(arch));
+  auto plan = spec::MakePlan(arch, {std::max<size_t>(max_batch, 1), kAlignFloats});
+  if (!plan.ok()) return plan.status();
+  std::unique_ptr<Model> model(new Model(std::move(*plan)));
   model->Build();
-  model->Reserve(std::max<size_t>(max_batch, 1));
   return model;
 }
 
 void Model::Build() {
-  size_t width = arch_.input_width();
-  states_.emplace_back();
-  states_.back().width = width;
-  for (const LayerDesc& d : arch_.layers) {
-    if (d.kind == LayerKind::kLinear) {
-      auto linear = std::make_unique<Linear>(d.in, d.out);
-      linears_.push_back(linear.get());
-      layers_.push_back(std::move(linear));
-    } else {
-      layers_.push_back(std::make_unique<Activation>(d.kind, d.slope));
-    }
-    width = layers_.back()->OutputWidth(width);
-    states_.emplace_back();
-    states_.back().width = width;
-    states_.back().has_jcb = layers_.back()->ProducesJcb();
-  }
-  // The first layer reads the data, whose variance is zero.
-  linears_.front()->set_input_variance_zero(true);
-
-  num_params_ = arch_.num_parameters();
-  params_.assign(2 * num_params_, 0.0f);
-  deltas_.assign(2 * num_params_ + kControlWords, 0.0f);
-  size_t offset = 0;
-  for (Linear* l : linears_) {
-    const size_t nw = l->num_weights();
-    auto slice = [&](std::vector<float>& arena) {
-      float* mu = arena.data();
-      float* var = arena.data() + num_params_;
-      return LinearParams{{mu + offset, var + offset}, {mu + offset + nw, var + offset + nw}};
-    };
-    l->Bind(slice(params_), slice(deltas_));
-    offset += nw + l->out();
-  }
-  if (arch_.head.kind == HeadKind::kClassification) {
-    tree_.emplace(static_cast<int>(arch_.head.num_classes));
+  for (const spec::PlannedLayer& l : plan_.layers) layers_.push_back(MakeLayer(l));
+  params_.assign(2 * plan_.num_parameters, 0.0f);
+  deltas_.assign(2 * plan_.num_parameters + kControlWords, 0.0f);
+  state_.assign(plan_.num_state, 0.0f);
+  InitializeState(plan_, state_);
+  derived_.assign(plan_.derived_floats, 0.0f);
+  batch_.assign(plan_.batch_floats, 0.0f);
+  const Architecture& arch = plan_.arch;
+  if (arch.head.kind == HeadKind::kClassification) {
+    tree_.emplace(static_cast<int>(arch.head.num_classes));
     node_scratch_.resize(static_cast<size_t>(tree_->output_width()));
   }
 }
 
 void Model::Reserve(size_t max_batch) {
-  if (max_batch <= max_batch_) return;
-  max_batch_ = max_batch;
-  size_t widest = 0;
-  for (HiddenState& s : states_) {
-    s.Reserve(max_batch);
-    widest = std::max(widest, s.width);
-  }
-  for (auto& layer : layers_) layer->Reserve(max_batch);
-  delta_a_.Resize(max_batch * widest);
-  delta_b_.Resize(max_batch * widest);
+  if (max_batch <= plan_.max_batch) return;
+  // The architecture was valid when the model was made: planning again
+  // for a larger batch cannot fail.
+  plan_ = std::move(spec::MakePlan(plan_.arch, {max_batch, kAlignFloats})).value();
+  batch_.assign(plan_.batch_floats, 0.0f);
 }
 
 void Model::Initialize(uint64_t seed, const InitOptions& options) {
-  Rng rng(seed);
-  for (Linear* l : linears_) l->Initialize(rng, options.method, options.gain_w, options.gain_b);
+  InitializeParameters(plan_, seed, options, params_);
+  InitializeState(plan_, state_);
+  ParametersChanged();
+}
+
+LayerIo Model::Io(const spec::Step& step, size_t batch) {
+  const spec::PlannedLayer& pl = plan_.layers[static_cast<size_t>(step.layer)];
+  const spec::BoundaryPlan& in = plan_.boundaries[static_cast<size_t>(step.in)];
+  const spec::BoundaryPlan& out = plan_.boundaries[static_cast<size_t>(step.out)];
+  LayerIo io;
+  io.batch = batch;
+  const GaussianView in_units = At(in.units);
+  io.in = {in_units.mu, in_units.var};
+  io.input_is_data = in.is_input;
+  io.out = At(out.units);
+  io.out_jcb = out.has_jcb ? batch_.data() + out.jcb : nullptr;
+  if (!out.is_input) {
+    const GaussianView d = At(out.delta);
+    io.delta_out = {d.mu, d.var};
+  }
+  if (!in.is_input) io.delta_in = At(step.in_delta);
+  const size_t n = plan_.num_parameters;
+  io.num_blocks = pl.num_blocks;
+  for (size_t k = 0; k < pl.num_blocks; ++k) {
+    const spec::PlannedBlock& b = plan_.blocks[pl.first_block + k];
+    io.params[k] = {params_.data() + b.offset, params_.data() + n + b.offset};
+    io.deltas[k] = {deltas_.data() + b.offset, deltas_.data() + n + b.offset};
+    io.block_size[k] = b.spec.count;
+  }
+  if (pl.num_states > 0) io.state = state_.data() + plan_.states[pl.first_state].offset;
+  io.derived = derived_.data() + pl.derived;
+  io.scratch = batch_.data() + pl.scratch;
+  return io;
 }
 
 void Model::ParametersChanged() {
-  for (Linear* l : linears_) l->RefreshDerived();
+  for (const spec::Step& step : plan_.steps) {
+    if (step.op == spec::Step::Op::kLayer) {
+      layers_[static_cast<size_t>(step.layer)]->Refresh(Io(step, 0));
+    }
+  }
 }
 
 uint64_t Model::ParameterFingerprint() const {
   return Fingerprint64(params_.data(), params_.size() * sizeof(float));
 }
 
-void Model::Forward(const float* x, size_t batch) {
+void Model::Forward(const float* x, size_t batch, Mode mode) {
   Reserve(batch);
-  HiddenState& input = states_.front();
-  std::memcpy(input.units.mu(), x, batch * input.width * sizeof(float));
-  std::memset(input.units.var(), 0, batch * input.width * sizeof(float));
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->Forward(states_[i], states_[i + 1], batch);
+  const GaussianView input = At(plan_.input().units);
+  std::memcpy(input.mu, x, batch * input_width() * sizeof(float));
+  std::memset(input.var, 0, batch * input_width() * sizeof(float));
+  for (const spec::Step& step : plan_.steps) {
+    if (step.op == spec::Step::Op::kLayer) {
+      layers_[static_cast<size_t>(step.layer)]->Forward(Io(step, batch), mode);
+      continue;
+    }
+    // A residual merge: the branches are independent, so means and
+    // variances add (TAGI_CNN.md section 8).
+    const spec::BoundaryPlan& out = plan_.boundaries[static_cast<size_t>(step.out)];
+    const GaussianView a = At(plan_.boundaries[static_cast<size_t>(step.in)].units);
+    const GaussianView b = At(plan_.boundaries[static_cast<size_t>(step.in2)].units);
+    const GaussianView o = At(out.units);
+    const size_t n = batch * out.size;
+    for (size_t i = 0; i < n; ++i) {
+      o.mu[i] = a.mu[i] + b.mu[i];
+      o.var[i] = a.var[i] + b.var[i];
+    }
   }
 }
 
-ConstGaussianView Model::output() const { return states_.back().units.view(); }
+ConstGaussianView Model::output() const {
+  const spec::Slot& s = plan_.output().units;
+  return {batch_.data() + s.mu, batch_.data() + s.var};
+}
+
+ConstGaussianView Model::boundary_delta(size_t boundary) const {
+  const spec::Slot& s = plan_.boundaries[boundary].delta;
+  return {batch_.data() + s.mu, batch_.data() + s.var};
+}
 
 void Model::TrainStepLocal(const float* x, const int32_t* labels, const float* targets,
                            size_t batch, float sigma_v) {
-  Forward(x, batch);
-  GaussianView delta = delta_a_.view();
+  Forward(x, batch, Mode::kTrain);
+  const GaussianView delta = At(plan_.output().delta);
   if (tree_) {
     HsmDeltas(*tree_, output(), batch, labels, sigma_v, delta);
   } else {
@@ -115,18 +178,40 @@ void Model::TrainStepLocal(const float* x, const int32_t* labels, const float* t
 }
 
 void Model::Backward(size_t batch) {
-  GaussianTensor* cur = &delta_a_;   // innovations of boundary i + 1
-  GaussianTensor* next = &delta_b_;  // innovations of boundary i
-  for (size_t i = layers_.size(); i-- > 0;) {
-    const bool need_input = i > 0;
-    layers_[i]->Backward(states_[i], states_[i + 1], std::as_const(*cur).view(),
-                         next->view(), batch, need_input);
-    std::swap(cur, next);
+  for (size_t s = plan_.steps.size(); s-- > 0;) {
+    const spec::Step& step = plan_.steps[s];
+    const spec::BoundaryPlan& out = plan_.boundaries[static_cast<size_t>(step.out)];
+    const size_t n = batch * out.size;
+    const GaussianView delta_out = At(out.delta);
+    // Every consumer of this boundary has run: its innovations are the sum
+    // of what each of them sent back (a fork of a residual block).
+    for (const spec::Slot& partial : out.partials) {
+      const GaussianView p = At(partial);
+      AddInto(delta_out, {p.mu, p.var}, n);
+    }
+    if (step.op == spec::Step::Op::kLayer) {
+      layers_[static_cast<size_t>(step.layer)]->Backward(Io(step, batch));
+      continue;
+    }
+    // A residual merge passes the innovations of its output unchanged to
+    // both branches.
+    for (const auto& [boundary, slot] : {std::pair{step.in, step.in_delta},
+                                         std::pair{step.in2, step.in2_delta}}) {
+      if (plan_.boundaries[static_cast<size_t>(boundary)].is_input) continue;
+      const GaussianView d = At(slot);
+      std::memcpy(d.mu, delta_out.mu, n * sizeof(float));
+      std::memcpy(d.var, delta_out.var, n * sizeof(float));
+    }
   }
 }
 
 void Model::ApplyStep(float cap_factor) {
-  for (Linear* l : linears_) l->ApplyStep(cap_factor, kVarianceFloor);
+  const float inv_cap = 1.0f / cap_factor;
+  for (const spec::Step& step : plan_.steps) {
+    if (step.op == spec::Step::Op::kLayer) {
+      layers_[static_cast<size_t>(step.layer)]->ApplyStep(Io(step, 0), inv_cap, kVarianceFloor);
+    }
+  }
 }
 
 void Model::ClassProbabilities(size_t batch, float* probs) const {

@@ -1,18 +1,18 @@
-// Model: a sequential TAGI network on the CPU.
+// Model: a TAGI network on the CPU, the executor of a plan (spec/plan.h).
 //
-// Owns the layers, the parameter arena and the delta arena, the hidden
-// states of every layer boundary (sized for max_batch) and the output
-// head. The arenas are laid out as [means of all parameters][variances of
-// all parameters] (N floats each half, N = architecture.num_parameters()),
-// with every LINEAR layer's weights then biases at the same offset in both
-// halves; the delta arena mirrors it. So one data-parallel step all-reduces
-// `deltas()` in a single call, and the capped step is a pass over aligned
-// slices.
+// Owns the arenas the plan lays out: parameters [mu of N][var of N] (every
+// layer's blocks, nested ones included, at the plan's offsets), deltas
+// mirroring them followed by kControlWords, state (S floats), derived
+// buffers and the batch arena (units, jcb and innovations of every
+// boundary, per-layer scratch), and one Layer object per planned layer.
+// So one data-parallel step all-reduces `deltas()` in a single call, and
+// the capped step is a pass over aligned slices.
 //
-// A training step is TrainStepLocal (forward, output update, backward:
-// fills deltas()), then optionally an all-reduce of deltas() by the caller,
-// then ApplyStep. No method allocates after Create() unless a batch larger
-// than max_batch is asked for (then Reserve() grows the buffers first).
+// A training step is TrainStepLocal (forward in training mode, output
+// update, backward: fills deltas()), then optionally an all-reduce of
+// deltas() by the caller, then ApplyStep. Forward alone runs in evaluation
+// mode. No method allocates after Create() unless a batch larger than
+// max_batch is asked for (then Reserve() re-plans the batch arena first).
 // Not thread-safe: one thread drives a model.
 #ifndef TAGI_WORKER_ENGINE_MODEL_H_
 #define TAGI_WORKER_ENGINE_MODEL_H_
@@ -25,11 +25,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/hsm_tree.h"
-#include "common/rng.h"
+#include "spec/plan.h"
 #include "worker/engine/architecture.h"
 #include "worker/engine/gaussian.h"
+#include "worker/engine/initialize.h"
 #include "worker/engine/layer.h"
-#include "worker/engine/linear.h"
 
 namespace tagi::engine {
 
@@ -47,36 +47,37 @@ float CapFactor(size_t batch, const CapPolicy& policy = {});
 // Variances that a step drives to <= 0 are reset to this.
 inline constexpr float kVarianceFloor = 1e-5f;
 
-struct InitOptions {
-  InitMethod method = InitMethod::kHe;
-  float gain_w = 1.0f;
-  float gain_b = 1.0f;
-};
+// The CPU layer of a planned layer (the one switch from kinds to classes).
+std::unique_ptr<Layer> MakeLayer(const spec::PlannedLayer& planned);
 
 class Model {
  public:
-  // REQUIRES: ValidateArchitecture(arch) is OK (checked: an invalid one is
-  // an InvalidArgument error).
+  // InvalidArgument for an invalid architecture (ValidateArchitecture's message).
   static absl::StatusOr<std::unique_ptr<Model>> Create(const Architecture& arch,
                                                        size_t max_batch);
 
-  const Architecture& architecture() const { return arch_; }
-  size_t input_width() const { return states_.front().width; }
-  size_t output_width() const { return states_.back().width; }
-  size_t num_parameters() const { return num_params_; }
-  size_t max_batch() const { return max_batch_; }
-  // Grows the per-batch buffers (allocates; not for the step loop).
+  const Architecture& architecture() const { return plan_.arch; }
+  const spec::Plan& plan() const { return plan_; }
+  size_t input_width() const { return plan_.input().size; }
+  size_t output_width() const { return plan_.output().size; }
+  size_t num_parameters() const { return plan_.num_parameters; }
+  size_t num_state() const { return plan_.num_state; }
+  size_t max_batch() const { return plan_.max_batch; }
+  // Grows the batch arena (allocates; not for the step loop).
   void Reserve(size_t max_batch);
 
-  // Draws every parameter from a generator seeded with `seed`, layer by
-  // layer: the same seed gives the same model everywhere.
+  // Draws every parameter from a generator seeded with `seed` (block by
+  // block in plan order: the same seed gives the same model everywhere)
+  // and resets the state to its initial values.
   void Initialize(uint64_t seed, const InitOptions& options);
 
-  // The arenas: [mu of N parameters][var of N parameters].
+  // The arenas: [mu of N parameters][var of N parameters], and the state.
   std::span<float> parameters() { return params_; }
   std::span<const float> parameters() const { return params_; }
-  std::span<float> deltas() { return {deltas_.data(), 2 * num_params_}; }
-  std::span<const float> deltas() const { return {deltas_.data(), 2 * num_params_}; }
+  std::span<float> deltas() { return {deltas_.data(), 2 * num_parameters()}; }
+  std::span<const float> deltas() const { return {deltas_.data(), 2 * num_parameters()}; }
+  std::span<float> state() { return state_; }
+  std::span<const float> state() const { return state_; }
   // deltas() followed by kControlWords floats that the data-parallel step
   // reduces together with the deltas (e.g. a stop vote), so that one
   // all-reduce per step carries both.
@@ -89,12 +90,13 @@ class Model {
 
   // Forward pass of `batch` samples x [batch][input_width] (input variance
   // zero). The outputs are output() until the next call.
-  void Forward(const float* x, size_t batch);
+  void Forward(const float* x, size_t batch, Mode mode = Mode::kEval);
   ConstGaussianView output() const;
 
-  // Forward, output update and backward: fills deltas() with the parameter
-  // deltas summed over the batch. Classification takes labels, regression
-  // takes targets [batch][output_width] (NaN masks an output).
+  // Forward (training mode), output update and backward: fills deltas()
+  // with the parameter deltas summed over the batch. Classification takes
+  // labels, regression takes targets [batch][output_width] (NaN masks an
+  // output).
   void TrainStepLocal(const float* x, const int32_t* labels, const float* targets,
                       size_t batch, float sigma_v);
   // The capped update with the variance floor; cap_factor from CapFactor()
@@ -105,21 +107,26 @@ class Model {
   void ClassProbabilities(size_t batch, float* probs) const;
   const HsmTree* hsm_tree() const { return tree_ ? &*tree_ : nullptr; }
 
+  // The innovations of the output units left by the last TrainStepLocal
+  // (and of any boundary, for tests).
+  ConstGaussianView boundary_delta(size_t boundary) const;
+
  private:
-  explicit Model(const Architecture& arch) : arch_(arch) {}
+  explicit Model(spec::Plan plan) : plan_(std::move(plan)) {}
   void Build();
   void Backward(size_t batch);
+  LayerIo Io(const spec::Step& step, size_t batch);
+  GaussianView At(const spec::Slot& slot) {
+    return {batch_.data() + slot.mu, batch_.data() + slot.var};
+  }
 
-  Architecture arch_;
-  size_t num_params_ = 0;
-  size_t max_batch_ = 0;
-  std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Linear*> linears_;      // non-owning, in order
-  std::vector<HiddenState> states_;   // layers_.size() + 1 boundaries
+  spec::Plan plan_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // per planned layer
   std::vector<float> params_;
   std::vector<float> deltas_;
-  GaussianTensor delta_a_;            // ping-pong innovation buffers
-  GaussianTensor delta_b_;
+  std::vector<float> state_;
+  std::vector<float> derived_;
+  std::vector<float> batch_;
   std::optional<HsmTree> tree_;
   // Node probabilities for ClassProbabilities (no allocation per call).
   // mutable: scratch only, ClassProbabilities is logically const.

@@ -9,6 +9,7 @@
 #include "common/file_util.h"
 #include "common/job_spec.h"
 #include "common/status.h"
+#include "spec/network_proto.h"
 
 namespace tagi::engine {
 namespace {
@@ -64,7 +65,8 @@ absl::Status CheckPreprocessing(const Preprocessing& p, const Architecture& arch
                          "target");
 }
 
-absl::StatusOr<Architecture> GetArchitecture(ByteReader& r) {
+// Version 1: a flat list of layers; the input is as wide as the first.
+absl::StatusOr<Architecture> GetArchitectureV1(ByteReader& r) {
   Architecture arch;
   TAGI_ASSIGN_OR_RETURN(const uint32_t count, r.GetU32("layer count"));
   if (count == 0 || count > static_cast<uint32_t>(kMaxLayers)) {
@@ -79,6 +81,7 @@ absl::StatusOr<Architecture> GetArchitecture(ByteReader& r) {
     TAGI_ASSIGN_OR_RETURN(d.slope, r.GetF32("layer slope"));
     arch.layers.push_back(d);
   }
+  arch.input = {arch.layers.front().in, 1, 1};
   TAGI_ASSIGN_OR_RETURN(const uint8_t head, r.GetU8("head kind"));
   arch.head.kind = static_cast<HeadKind>(head);
   TAGI_ASSIGN_OR_RETURN(arch.head.num_classes, r.GetU32("head classes"));
@@ -88,8 +91,25 @@ absl::StatusOr<Architecture> GetArchitecture(ByteReader& r) {
   return arch;
 }
 
-absl::Status DecodeBody(ByteReader& r, ModelFile& file) {
-  TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitecture(r));
+absl::StatusOr<Architecture> GetArchitectureV2(ByteReader& r) {
+  TAGI_ASSIGN_OR_RETURN(const std::string bytes, r.GetString("architecture", kMaxArchitectureBytes));
+  tagi::v1::Network network;
+  if (!network.ParseFromString(bytes)) {
+    return absl::DataLossError("model file holds an architecture that does not parse");
+  }
+  auto arch = spec::ArchitectureFromProto(network);
+  if (!arch.ok()) {
+    return absl::DataLossError(absl::StrCat("model file holds an ", arch.status().message()));
+  }
+  return arch;
+}
+
+absl::Status DecodeBody(ByteReader& r, uint32_t version, ModelFile& file) {
+  if (version == 1) {
+    TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitectureV1(r));
+  } else {
+    TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitectureV2(r));
+  }
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_mean, GetVector(r, "input mean"));
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_std, GetVector(r, "input std"));
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
@@ -101,34 +121,40 @@ absl::Status DecodeBody(ByteReader& r, ModelFile& file) {
         "model file holds %d parameters but its architecture %s has %d", n,
         file.architecture.ToString(), file.architecture.num_parameters()));
   }
-  if (2 * n * sizeof(float) != r.remaining()) {
+  const uint64_t s = version == 1 ? 0 : file.architecture.num_state();
+  const size_t state_header = version == 1 ? 0 : sizeof(uint64_t);
+  if (2 * n * sizeof(float) + state_header + s * sizeof(float) != r.remaining()) {
     return absl::DataLossError(absl::StrFormat(
-        "model file has %d parameter bytes; expected %d", r.remaining(), 2 * n * sizeof(float)));
+        "model file has %d bytes of parameters and state; expected %d", r.remaining(),
+        2 * n * sizeof(float) + state_header + s * sizeof(float)));
   }
   file.parameters.resize(2 * n);
-  return r.GetF32Array("parameters", file.parameters);
+  TAGI_RETURN_IF_ERROR(r.GetF32Array("parameters", file.parameters));
+  if (version == 1) return absl::OkStatus();
+  TAGI_ASSIGN_OR_RETURN(const uint64_t state, r.GetU64("state count"));
+  if (state != s) {
+    return absl::DataLossError(absl::StrFormat(
+        "model file holds %d state values but its architecture has %d", state, s));
+  }
+  file.state.resize(s);
+  return r.GetF32Array("state", file.state);
 }
 
 }  // namespace
 
 std::string EncodeModelFile(const Architecture& arch, const Preprocessing& prep,
-                            std::span<const float> parameters) {
+                            std::span<const float> parameters, std::span<const float> state) {
   ByteWriter body;
-  body.PutU32(static_cast<uint32_t>(arch.layers.size()));
-  for (const LayerDesc& d : arch.layers) {
-    body.PutU8(static_cast<uint8_t>(d.kind));
-    body.PutU32(d.in);
-    body.PutU32(d.out);
-    body.PutF32(d.slope);
-  }
-  body.PutU8(static_cast<uint8_t>(arch.head.kind));
-  body.PutU32(arch.head.num_classes);
+  const std::string network = spec::ArchitectureToProto(arch).SerializeAsString();
+  body.PutString(network);
   PutVector(body, prep.input_mean);
   PutVector(body, prep.input_std);
   PutVector(body, prep.target_mean);
   PutVector(body, prep.target_std);
   body.PutU64(parameters.size() / 2);
   body.PutF32Array(parameters);
+  body.PutU64(state.size());
+  body.PutF32Array(state);
 
   ByteWriter file;
   file.PutBytes(kMagic, sizeof(kMagic));
@@ -146,9 +172,9 @@ absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes) {
   }
   ByteReader header(bytes.subspan(sizeof(kMagic)));
   TAGI_ASSIGN_OR_RETURN(const uint32_t version, header.GetU32("format version"));
-  if (version != kModelFileVersion) {
+  if (version != 1 && version != kModelFileVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "model file format version %d is not supported (this build reads %d)", version,
+        "model file format version %d is not supported (this build reads 1 and %d)", version,
         kModelFileVersion));
   }
   TAGI_ASSIGN_OR_RETURN(const uint64_t body_len, header.GetU64("body length"));
@@ -167,13 +193,14 @@ absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes) {
   }
   ModelFile file;
   ByteReader body(bytes.subspan(kHeaderBytes, body_len));
-  TAGI_RETURN_IF_ERROR(DecodeBody(body, file));
+  TAGI_RETURN_IF_ERROR(DecodeBody(body, version, file));
   return file;
 }
 
 absl::Status SaveModelFile(const std::string& path, const Architecture& arch,
-                           const Preprocessing& prep, std::span<const float> parameters) {
-  return WriteFileAtomic(path, EncodeModelFile(arch, prep, parameters));
+                           const Preprocessing& prep, std::span<const float> parameters,
+                           std::span<const float> state) {
+  return WriteFileAtomic(path, EncodeModelFile(arch, prep, parameters, state));
 }
 
 absl::StatusOr<ModelFile> LoadModelFile(const std::string& path) {

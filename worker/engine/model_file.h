@@ -2,13 +2,18 @@
 //
 // Layout (all integers and floats little-endian, whatever the host):
 //   "TAGIMODL"            8-byte magic
-//   u32 format version    kModelFileVersion
+//   u32 format version    kModelFileVersion (2)
 //   u64 body length
-//   body:  u32 layer count, then per layer u8 kind, u32 in, u32 out, f32 slope
-//          u8 head kind, u32 classes
+//   body:  u32 A, A bytes: the architecture, a serialised tagi.v1.Network
+//            (input shape, one tagged record per layer: its kind's message of
+//            the Layer oneof with its attributes, blocks nested; the head)
 //          4 x (u32 count, f32[count])  input mean/std, target mean/std
 //          u64 N, f32[N] means, f32[N] variances (the model's arena)
+//          u64 S, f32[S] state (e.g. running statistics, in plan order)
 //   u32 CRC-32 of every byte before it
+// Version 1 files (a flat layer list: u32 count, then per layer u8 kind,
+// u32 in, u32 out, f32 slope; u8 head kind, u32 classes; no state) still
+// load: their input is flat, as wide as the first layer.
 // The parameters are written as the arena holds them, so a CPU and a CUDA
 // build read the same file. Decoding never trusts a length before checking
 // it against the bytes present; a truncated or altered file is DataLoss, an
@@ -28,7 +33,8 @@
 
 namespace tagi::engine {
 
-inline constexpr uint32_t kModelFileVersion = 1;
+inline constexpr uint32_t kModelFileVersion = 2;
+inline constexpr size_t kMaxArchitectureBytes = size_t{1} << 20;
 inline constexpr size_t kMaxModelFileBytes = size_t{16} << 30;
 
 // How inputs (and regression targets) were standardised for training, so
@@ -46,14 +52,18 @@ struct ModelFile {
   Architecture architecture;
   Preprocessing preprocessing;
   std::vector<float> parameters;  // [mu N][var N]
+  std::vector<float> state;       // S floats
 };
 
+// REQUIRES: arch is valid; parameters and state fit it.
 std::string EncodeModelFile(const Architecture& arch, const Preprocessing& prep,
-                            std::span<const float> parameters);
+                            std::span<const float> parameters,
+                            std::span<const float> state = {});
 absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes);
 
 absl::Status SaveModelFile(const std::string& path, const Architecture& arch,
-                           const Preprocessing& prep, std::span<const float> parameters);
+                           const Preprocessing& prep, std::span<const float> parameters,
+                           std::span<const float> state = {});
 absl::StatusOr<ModelFile> LoadModelFile(const std::string& path);
 
 // OK when equal; otherwise FailedPrecondition naming both architectures.

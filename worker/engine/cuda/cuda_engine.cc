@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,16 +11,17 @@
 #include "common/checksum.h"
 #include "common/hsm_tree.h"
 #include "common/status.h"
+#include "spec/plan.h"
 #include "worker/engine/cpu_engine.h"
-#include "worker/engine/cuda/cublas_gemm.h"
 #include "worker/engine/cuda/cuda_check.h"
 #include "worker/engine/cuda/device_memory.h"
 #include "worker/engine/cuda/kernels.h"
+#include "worker/engine/cuda/layers.h"
+#include "worker/engine/initialize.h"
 #include "worker/engine/output.h"
 
 namespace tagi::engine::cuda {
 
-// LayerKind numbers are elementwise::ActivationKind (asserted in activation.cc).
 static_assert(sizeof(int32_t) == sizeof(float));
 
 namespace {
@@ -43,42 +45,17 @@ class Carver {
   size_t size_ = 0;
 };
 
-// One LINEAR layer: its place in the halves of the arenas and its buffers.
-struct LinearSlot {
-  size_t in = 0;
-  size_t out = 0;
-  size_t offset = 0;           // of its weights in each half (biases follow)
-  size_t derived_offset = 0;   // mu_w^2 then mu_w^2 + var_w, in the model arena
-  size_t in_mu_sq_offset = 0;  // [max_batch][in], in the batch arena
-  bool input_variance_zero = false;
-  size_t weights() const { return in * out; }
-};
-
-struct LayerSlot {
-  LayerKind kind = LayerKind::kLinear;
-  float slope = 0.0f;
-  int linear = -1;  // index into linears, LINEAR layers only
-};
-
-// Per-batch buffers of one layer boundary (offsets into the batch arena).
-struct BoundarySlot {
-  size_t width = 0;
-  bool has_jcb = false;
-  size_t mu = 0, var = 0, jcb = 0;
-};
-
 enum class ReduceMode { kNone, kDevice, kHost };
 
 }  // namespace
 
 struct CudaEngineState {
-  Architecture arch;
+  spec::Plan plan;  // laid out for max_batch; Reserve plans again for more
   int device = 0;
   size_t n = 0;      // parameters
   size_t n_pad = 0;  // offset of the var half on the device
-  std::vector<LayerSlot> layers;
-  std::vector<LinearSlot> linears;
-  std::vector<BoundarySlot> bounds;  // layers.size() + 1
+  // One per planned layer, in plan order.
+  std::vector<std::unique_ptr<CudaLayer>> layers;
   std::optional<HsmTree> tree;
   std::vector<float> node_scratch;
 
@@ -87,18 +64,19 @@ struct CudaEngineState {
   Event uploaded;  // the last batch upload left the pinned staging buffer
 
   // Model arena: params [mu n_pad][var n_pad], deltas [mu n_pad][var n_pad]
-  // [control], derived buffers, HSM tables.
+  // [control], state (S floats), the plan's derived buffers, HSM tables.
   DeviceFloats model;
   size_t deltas_offset = 0;
+  size_t state_offset = 0;
+  size_t derived_offset = 0;
   size_t hsm_nodes_offset = 0;
   size_t hsm_targets_offset = 0;
 
-  // Batch arena, sized for max_batch.
+  // Batch arena: the plan's batch arena, then labels [max_batch] and
+  // targets [max_batch][output width]. max_batch is 0 while none is held.
   size_t max_batch = 0;
   DeviceFloats batch;
-  size_t delta_a = 0, delta_b = 0, delta_out = 0;  // each mu then var, `delta_stride` apart
-  size_t delta_stride = 0;
-  size_t out_stride = 0;  // max_batch * output width
+  size_t out_stride = 0;  // max_batch * output width, rounded up
   size_t labels_offset = 0, targets_offset = 0;
 
   // Pinned host buffers: the batch going in ([x][targets][labels]), the
@@ -112,33 +90,26 @@ struct CudaEngineState {
   Event output_ready;           // host_out holds the last forward's output
   ReduceMode reduce = ReduceMode::kNone;
   // What the delta arena holds, so that no pass over it is made that the
-  // capped step can do on the way (see ApplyStep): the weights' deltas
-  // still lack their var_w (var_w^2) factor until weights_scaled, and every
-  // delta still lacks the factor pending_scale (the reduction's average).
+  // capped step can do on the way (see ApplyStep): the deferred blocks (the
+  // weights) still lack their var_w (var_w^2) factor until weights_scaled,
+  // and every delta still lacks the factor pending_scale (the reduction's
+  // average).
   bool weights_scaled = true;
   float pending_scale = 1.0f;
 
   float* params() const { return model.get(); }
   float* deltas() const { return model.get() + deltas_offset; }
-  float* at(size_t batch_offset) const { return batch.get() + batch_offset; }
-  size_t input_width() const { return bounds.front().width; }
-  size_t output_width() const { return bounds.back().width; }
+  GaussianView at(const spec::Slot& slot) const {
+    return {batch.get() + slot.mu, batch.get() + slot.var};
+  }
+  size_t input_width() const { return plan.input().size; }
+  size_t output_width() const { return plan.output().size; }
   cudaStream_t s() const { return stream.get(); }
+  CudaContext ctx() const { return {stream.get(), &blas}; }
+  PendingFactors pending() const { return {!weights_scaled, pending_scale}; }
 };
 
 namespace {
-
-// Slices of one LINEAR layer in an arena whose var half starts at n_pad.
-struct Slices {
-  float* w_mu;
-  float* w_var;
-  float* b_mu;
-  float* b_var;
-};
-Slices SlicesOf(float* base, size_t n_pad, const LinearSlot& l) {
-  return {base + l.offset, base + n_pad + l.offset, base + l.offset + l.weights(),
-          base + n_pad + l.offset + l.weights()};
-}
 
 absl::Status CheckDevice(int device) {
   int count = 0;
@@ -154,36 +125,55 @@ absl::Status CheckDevice(int device) {
   return absl::OkStatus();
 }
 
-absl::Status BuildSlots(CudaEngineState& s) {
-  const Architecture& arch = s.arch;
-  size_t width = arch.input_width();
-  s.bounds.push_back({width, false});
-  size_t offset = 0;
-  for (const LayerDesc& d : arch.layers) {
-    LayerSlot layer{d.kind, d.slope, -1};
-    if (d.kind == LayerKind::kLinear) {
-      LinearSlot l;
-      l.in = d.in;
-      l.out = d.out;
-      l.offset = offset;
-      offset += l.weights() + l.out;
-      layer.linear = static_cast<int>(s.linears.size());
-      s.linears.push_back(l);
-      width = d.out;
+// The model-sized part of a layer's io: its parameter, delta and state
+// blocks and its derived buffers.
+CudaLayerIo ModelIo(const CudaEngineState& s, size_t layer) {
+  const spec::PlannedLayer& pl = s.plan.layers[layer];
+  CudaLayerIo io;
+  io.num_blocks = pl.num_blocks;
+  for (size_t k = 0; k < pl.num_blocks; ++k) {
+    const spec::PlannedBlock& b = s.plan.blocks[pl.first_block + k];
+    io.params[k] = {s.params() + b.offset, s.params() + s.n_pad + b.offset};
+    io.deltas[k] = {s.deltas() + b.offset, s.deltas() + s.n_pad + b.offset};
+    io.block_size[k] = b.spec.count;
+  }
+  if (pl.num_states > 0) {
+    io.state = s.model.get() + s.state_offset + s.plan.states[pl.first_state].offset;
+  }
+  io.derived = s.model.get() + s.derived_offset + pl.derived;
+  return io;
+}
+
+// The io of a kLayer step over `batch` samples (model.cc's Model::Io).
+CudaLayerIo StepIo(const CudaEngineState& s, const spec::Step& step, size_t batch) {
+  const size_t layer = static_cast<size_t>(step.layer);
+  const spec::BoundaryPlan& in = s.plan.boundaries[static_cast<size_t>(step.in)];
+  const spec::BoundaryPlan& out = s.plan.boundaries[static_cast<size_t>(step.out)];
+  CudaLayerIo io = ModelIo(s, layer);
+  io.batch = batch;
+  const GaussianView in_units = s.at(in.units);
+  io.in = {in_units.mu, in_units.var};
+  io.input_is_data = in.is_input;
+  io.out = s.at(out.units);
+  io.out_jcb = out.has_jcb ? s.batch.get() + out.jcb : nullptr;
+  const GaussianView d = s.at(out.delta);
+  io.delta_out = {d.mu, d.var};
+  if (!in.is_input) io.delta_in = s.at(step.in_delta);
+  io.scratch = s.batch.get() + s.plan.layers[layer].scratch;
+  return io;
+}
+
+// Calls fn(params, deltas, count) for every parameter block whose deltas
+// are deferred (DefersVarianceFactor), in plan order.
+template <typename Fn>
+absl::Status ForEachDeferredBlock(const CudaEngineState& s, Fn fn) {
+  for (size_t l = 0; l < s.plan.layers.size(); ++l) {
+    const CudaLayerIo io = ModelIo(s, l);
+    for (size_t k = 0; k < io.num_blocks; ++k) {
+      if (s.layers[l]->DefersVarianceFactor(k)) {
+        TAGI_RETURN_IF_ERROR(fn(io.params[k], io.deltas[k], io.block_size[k]));
+      }
     }
-    s.layers.push_back(layer);
-    s.bounds.push_back({width, d.kind != LayerKind::kLinear});
-  }
-  s.linears.front().input_variance_zero = true;  // the first layer reads the data
-  s.n = arch.num_parameters();
-  if (offset != s.n) {
-    return absl::InternalError(absl::StrFormat(
-        "CudaEngine: layers hold %d parameters, the architecture says %d", offset, s.n));
-  }
-  s.n_pad = RoundUp(s.n);
-  if (arch.head.kind == HeadKind::kClassification) {
-    s.tree.emplace(static_cast<int>(arch.head.num_classes));
-    s.node_scratch.resize(static_cast<size_t>(s.tree->output_width()));
   }
   return absl::OkStatus();
 }
@@ -192,7 +182,8 @@ absl::Status AllocateModelArena(CudaEngineState& s) {
   Carver c;
   c.Take(2 * s.n_pad);  // parameters
   s.deltas_offset = c.Take(2 * s.n_pad + Model::kControlWords);
-  for (LinearSlot& l : s.linears) l.derived_offset = c.Take(2 * l.weights());
+  s.state_offset = c.Take(s.plan.num_state);
+  s.derived_offset = c.Take(s.plan.derived_floats);
   size_t table = 0;
   if (s.tree) {
     table = static_cast<size_t>(s.tree->num_classes()) * static_cast<size_t>(s.tree->levels());
@@ -224,24 +215,18 @@ absl::Status AllocateModelArena(CudaEngineState& s) {
   return absl::OkStatus();
 }
 
+// Re-plans for `max_batch` and allocates the batch arena and the pinned
+// buffers that go with it. The arena is zeroed: the data boundary's
+// variances are never written and must read as zero (a residual block's
+// identity shortcut adds them).
 absl::Status AllocateBatchArena(CudaEngineState& s, size_t max_batch) {
   TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.s()));  // nothing may use the old ones
+  TAGI_ASSIGN_OR_RETURN(s.plan, spec::MakePlan(s.plan.arch, {max_batch, kAlignFloats}));
   Carver c;
-  size_t widest = 0;
-  for (BoundarySlot& b : s.bounds) {
-    b.mu = c.Take(max_batch * b.width);
-    b.var = c.Take(max_batch * b.width);
-    if (b.has_jcb) b.jcb = c.Take(max_batch * b.width);
-    widest = std::max(widest, b.width);
-  }
-  for (LinearSlot& l : s.linears) l.in_mu_sq_offset = c.Take(max_batch * l.in);
-  s.delta_stride = RoundUp(max_batch * widest);
-  s.delta_a = c.Take(2 * s.delta_stride);
-  s.delta_b = c.Take(2 * s.delta_stride);
-  s.out_stride = RoundUp(max_batch * s.output_width());
-  s.delta_out = c.Take(2 * s.out_stride);
+  c.Take(s.plan.batch_floats);
   s.labels_offset = c.Take(max_batch);
   s.targets_offset = c.Take(max_batch * s.output_width());
+  s.out_stride = RoundUp(max_batch * s.output_width());
   s.batch = DeviceFloats();  // free the old arena before taking the new one
   s.host_out = PinnedFloats();
   s.staging = PinnedFloats();
@@ -272,17 +257,16 @@ absl::Status CopyArena(const CudaEngineState& s, float* device, float* host, cud
   return absl::OkStatus();
 }
 
-// Brings the delta arena to the CPU engine's meaning (weights times var_w,
-// everything times pending_scale): before the deltas leave in the CPU
-// layout, or are summed with deltas that have.
+// Brings the delta arena to the CPU engine's meaning (deferred blocks times
+// their variance factor, everything times pending_scale): before the deltas
+// leave in the CPU layout, or are summed with deltas that have.
 absl::Status CanonicaliseDeltas(CudaEngineState& s) {
   if (!s.weights_scaled) {
-    for (const LinearSlot& l : s.linears) {
-      const Slices p = SlicesOf(s.params(), s.n_pad, l);
-      const Slices d = SlicesOf(s.deltas(), s.n_pad, l);
-      TAGI_CUDA_RETURN_IF_ERROR(
-          kernels::ScaleWeightDeltas(p.w_var, l.weights(), d.w_mu, d.w_var, s.s()));
-    }
+    TAGI_RETURN_IF_ERROR(
+        ForEachDeferredBlock(s, [&](GaussianView p, GaussianView d, size_t count) -> absl::Status {
+          TAGI_CUDA_RETURN_IF_ERROR(kernels::ScaleWeightDeltas(p.var, count, d.mu, d.var, s.s()));
+          return absl::OkStatus();
+        }));
     s.weights_scaled = true;
   }
   if (s.pending_scale != 1.0f) {
@@ -294,11 +278,8 @@ absl::Status CanonicaliseDeltas(CudaEngineState& s) {
 }
 
 absl::Status RefreshAllDerived(const CudaEngineState& s) {
-  for (const LinearSlot& l : s.linears) {
-    const Slices p = SlicesOf(s.params(), s.n_pad, l);
-    float* derived = s.model.get() + l.derived_offset;
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::RefreshDerived(p.w_mu, p.w_var, l.weights(), derived,
-                                                      derived + l.weights(), s.s()));
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    TAGI_RETURN_IF_ERROR(s.layers[l]->Refresh(s.ctx(), ModelIo(s, l)));
   }
   return absl::OkStatus();
 }
@@ -318,27 +299,34 @@ CudaEngine::~CudaEngine() {
 
 absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architecture& arch,
                                                                size_t max_batch, int device) {
-  TAGI_RETURN_IF_ERROR(ValidateArchitecture(arch));
+  const size_t batch = std::max<size_t>(max_batch, 1);
+  TAGI_ASSIGN_OR_RETURN(spec::Plan plan, spec::MakePlan(arch, {batch, kAlignFloats}));
   TAGI_RETURN_IF_ERROR(CheckDevice(device));
   TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   auto s = std::make_unique<CudaEngineState>();
-  s->arch = arch;
+  s->plan = std::move(plan);
   s->device = device;
-  TAGI_RETURN_IF_ERROR(BuildSlots(*s));
+  s->n = s->plan.num_parameters;
+  s->n_pad = RoundUp(s->n);
+  for (const spec::PlannedLayer& l : s->plan.layers) s->layers.push_back(MakeCudaLayer(l));
+  if (arch.head.kind == HeadKind::kClassification) {
+    s->tree.emplace(static_cast<int>(arch.head.num_classes));
+    s->node_scratch.resize(static_cast<size_t>(s->tree->output_width()));
+  }
   TAGI_ASSIGN_OR_RETURN(s->stream, Stream::Create());
   TAGI_ASSIGN_OR_RETURN(s->blas, CublasHandle::Create(s->stream.get()));
   TAGI_ASSIGN_OR_RETURN(s->uploaded, Event::Create());
   TAGI_ASSIGN_OR_RETURN(s->output_ready, Event::Create());
   TAGI_ASSIGN_OR_RETURN(s->control, PinnedFloats::Allocate(Model::kControlWords));
   TAGI_RETURN_IF_ERROR(AllocateModelArena(*s));
-  TAGI_RETURN_IF_ERROR(AllocateBatchArena(*s, std::max<size_t>(max_batch, 1)));
+  TAGI_RETURN_IF_ERROR(AllocateBatchArena(*s, batch));
   // Record once so that the first upload's wait has an event to wait on.
   TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(s->uploaded.get(), s->stream.get()));
   return std::unique_ptr<CudaEngine>(new CudaEngine(std::move(s)));
 }
 
 int CudaEngine::ordinal() const { return s_->device; }
-const Architecture& CudaEngine::architecture() const { return s_->arch; }
+const Architecture& CudaEngine::architecture() const { return s_->plan.arch; }
 std::string CudaEngine::device() const { return absl::StrCat("cuda:", s_->device); }
 
 absl::Status CudaEngine::Reserve(size_t max_batch) {
@@ -348,12 +336,14 @@ absl::Status CudaEngine::Reserve(size_t max_batch) {
 }
 
 absl::Status CudaEngine::Initialize(uint64_t seed, const InitOptions& options) {
-  // The CPU Model draws the parameters: the same seed gives the same bits
-  // on every device.
-  TAGI_ASSIGN_OR_RETURN(auto cpu, Model::Create(s_->arch, 1));
-  cpu->Initialize(seed, options);
-  std::span<const float> p = cpu->parameters();
-  return WriteParameters(p);
+  // The shared initialiser draws on the host: the same seed gives the same
+  // bits on every device.
+  std::vector<float> params(2 * s_->n);
+  InitializeParameters(s_->plan, seed, options, params);
+  TAGI_RETURN_IF_ERROR(WriteParameters(params));
+  std::vector<float> state(s_->plan.num_state);
+  InitializeState(s_->plan, state);
+  return WriteState(state);
 }
 
 absl::Status CudaEngine::ReadParameters(std::span<float> out) {
@@ -372,6 +362,31 @@ absl::Status CudaEngine::WriteParameters(std::span<const float> in) {
   return absl::OkStatus();
 }
 
+absl::Status CudaEngine::ReadState(std::span<float> out) {
+  const size_t count = s_->plan.num_state;
+  TAGI_RETURN_IF_ERROR(CheckStateSpan("ReadState", out.size(), count));
+  if (count == 0) return absl::OkStatus();
+  TAGI_USE_DEVICE();
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data(), s_->model.get() + s_->state_offset,
+                                            count * sizeof(float), cudaMemcpyDeviceToHost,
+                                            s_->s()));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s_->s()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaEngine::WriteState(std::span<const float> in) {
+  const size_t count = s_->plan.num_state;
+  TAGI_RETURN_IF_ERROR(CheckStateSpan("WriteState", in.size(), count));
+  if (count == 0) return absl::OkStatus();
+  TAGI_USE_DEVICE();
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s_->model.get() + s_->state_offset, in.data(),
+                                            count * sizeof(float), cudaMemcpyHostToDevice,
+                                            s_->s()));
+  // The caller may free `in` on return.
+  TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s_->s()));
+  return absl::OkStatus();
+}
+
 absl::Status CudaEngine::ReadDeltas(std::span<float> out) {
   TAGI_RETURN_IF_ERROR(CheckArenaSpan("ReadDeltas", out.size(), s_->n));
   TAGI_USE_DEVICE();
@@ -381,26 +396,23 @@ absl::Status CudaEngine::ReadDeltas(std::span<float> out) {
   // leaving the arena as it is, so that the next ApplyStep still applies
   // them itself (this copy is for tests and diagnostics; training never
   // reads it).
-  std::vector<float> params;
-  if (!s_->weights_scaled) {
-    params.resize(2 * s_->n);
-    TAGI_RETURN_IF_ERROR(CopyArena(*s_, s_->params(), params.data(), cudaMemcpyDeviceToHost));
-  }
   const size_t n = s_->n;
-  const float scale = s_->pending_scale;
-  for (const LinearSlot& l : s_->linears) {
-    for (size_t i = l.offset; i < l.offset + l.weights() + l.out; ++i) {
-      float d_mu = out[i];
-      float d_var = out[n + i];
-      if (!s_->weights_scaled && i < l.offset + l.weights()) {
-        const float vs = params[n + i];
-        d_mu *= vs;
-        d_var *= vs * vs;
-      }
-      out[i] = d_mu * scale;
-      out[n + i] = d_var * scale;
-    }
+  if (!s_->weights_scaled) {
+    std::vector<float> params(2 * n);
+    TAGI_RETURN_IF_ERROR(CopyArena(*s_, s_->params(), params.data(), cudaMemcpyDeviceToHost));
+    TAGI_RETURN_IF_ERROR(ForEachDeferredBlock(
+        *s_, [&](GaussianView p, GaussianView /*d*/, size_t count) -> absl::Status {
+          const size_t offset = static_cast<size_t>(p.mu - s_->params());
+          for (size_t i = offset; i < offset + count; ++i) {
+            const float vs = params[n + i];
+            out[i] *= vs;
+            out[n + i] *= vs * vs;
+          }
+          return absl::OkStatus();
+        }));
   }
+  const float scale = s_->pending_scale;
+  for (float& d : out) d *= scale;
   return absl::OkStatus();
 }
 
@@ -422,63 +434,47 @@ absl::Status CudaEngine::Upload(const float* x, const int32_t* labels, const flo
   float* stage_y = stage_x + s.max_batch * s.input_width();
   float* stage_labels = stage_y + s.max_batch * s.output_width();
   std::memcpy(stage_x, x, nx * sizeof(float));
-  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.at(s.bounds.front().mu), stage_x, nx * sizeof(float),
-                                            cudaMemcpyHostToDevice, s.s()));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.at(s.plan.input().units).mu, stage_x,
+                                            nx * sizeof(float), cudaMemcpyHostToDevice, s.s()));
   if (labels != nullptr) {
     std::memcpy(stage_labels, labels, batch * sizeof(int32_t));
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.at(s.labels_offset), stage_labels,
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.batch.get() + s.labels_offset, stage_labels,
                                               batch * sizeof(int32_t), cudaMemcpyHostToDevice,
                                               s.s()));
   }
   if (targets != nullptr) {
     std::memcpy(stage_y, targets, ny * sizeof(float));
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.at(s.targets_offset), stage_y, ny * sizeof(float),
-                                              cudaMemcpyHostToDevice, s.s()));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.batch.get() + s.targets_offset, stage_y,
+                                              ny * sizeof(float), cudaMemcpyHostToDevice, s.s()));
   }
   TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.uploaded.get(), s.s()));
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::RunForward(size_t batch) {
+absl::Status CudaEngine::RunForward(size_t batch, Mode mode) {
   CudaEngineState& s = *s_;
-  const CublasHandle& h = s.blas;
-  for (size_t i = 0; i < s.layers.size(); ++i) {
-    const BoundarySlot& in = s.bounds[i];
-    const BoundarySlot& out = s.bounds[i + 1];
-    const LayerSlot& layer = s.layers[i];
-    if (layer.linear < 0) {
-      TAGI_CUDA_RETURN_IF_ERROR(kernels::ActivationForward(
-          static_cast<int>(layer.kind), layer.slope, s.at(in.mu), s.at(in.var), batch * in.width,
-          s.at(out.mu), s.at(out.var), s.at(out.jcb), s.s()));
+  const CudaContext ctx = s.ctx();
+  for (const spec::Step& step : s.plan.steps) {
+    if (step.op == spec::Step::Op::kLayer) {
+      TAGI_RETURN_IF_ERROR(
+          s.layers[static_cast<size_t>(step.layer)]->Forward(ctx, StepIo(s, step, batch), mode));
       continue;
     }
-    const LinearSlot& l = s.linears[static_cast<size_t>(layer.linear)];
-    const Slices p = SlicesOf(s.params(), s.n_pad, l);
-    const float* w_second = s.model.get() + l.derived_offset + l.weights();
-    float* sq = s.at(l.in_mu_sq_offset);
-    float* mu_z = s.at(out.mu);
-    float* var_z = s.at(out.var);
-    // Start from the biases, then accumulate the products (beta = 1).
+    // A residual merge: the branches are independent, so means and
+    // variances add (TAGI_CNN.md section 8).
+    const spec::BoundaryPlan& out = s.plan.boundaries[static_cast<size_t>(step.out)];
+    const GaussianView a = s.at(s.plan.boundaries[static_cast<size_t>(step.in)].units);
+    const GaussianView b = s.at(s.plan.boundaries[static_cast<size_t>(step.in2)].units);
+    const GaussianView o = s.at(out.units);
     TAGI_CUDA_RETURN_IF_ERROR(
-        kernels::BroadcastBias(p.b_mu, p.b_var, batch, l.out, mu_z, var_z, s.s()));
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::Square(s.at(in.mu), batch * l.in, sq, s.s()));
-    // mu_z = mu_a mu_w^T + mu_b
-    TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kNo, Trans::kYes, batch, l.out, l.in, s.at(in.mu), l.in,
-                              p.w_mu, l.in, 1.0f, mu_z, l.out));
-    // var_z = var_a (mu_w^2 + var_w)^T + mu_a^2 var_w^T + var_b
-    if (!l.input_variance_zero) {
-      TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kNo, Trans::kYes, batch, l.out, l.in, s.at(in.var), l.in,
-                                w_second, l.in, 1.0f, var_z, l.out));
-    }
-    TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kNo, Trans::kYes, batch, l.out, l.in, sq, l.in, p.w_var,
-                              l.in, 1.0f, var_z, l.out));
+        kernels::AddGaussians(a.mu, a.var, b.mu, b.var, batch * out.size, o.mu, o.var, s.s()));
   }
   // The output units go to the host while the rest of the step runs.
-  const BoundarySlot& last = s.bounds.back();
-  const size_t bytes = batch * last.width * sizeof(float);
+  const GaussianView last = s.at(s.plan.output().units);
+  const size_t bytes = batch * s.output_width() * sizeof(float);
   TAGI_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(s.host_out.get(), s.at(last.mu), bytes, cudaMemcpyDeviceToHost, s.s()));
-  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.host_out.get() + s.out_stride, s.at(last.var), bytes,
+      cudaMemcpyAsync(s.host_out.get(), last.mu, bytes, cudaMemcpyDeviceToHost, s.s()));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.host_out.get() + s.out_stride, last.var, bytes,
                                             cudaMemcpyDeviceToHost, s.s()));
   TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.output_ready.get(), s.s()));
   s.output_pending = true;
@@ -487,73 +483,58 @@ absl::Status CudaEngine::RunForward(size_t batch) {
 
 absl::Status CudaEngine::OutputUpdate(size_t batch, float sigma_v, bool classification) {
   CudaEngineState& s = *s_;
-  const BoundarySlot& last = s.bounds.back();
+  const GaussianView out = s.at(s.plan.output().units);
+  const GaussianView delta = s.at(s.plan.output().delta);
   const float var_v = sigma_v * sigma_v;
-  float* dmu = s.at(s.delta_out);
-  float* dvar = dmu + s.out_stride;
-  const size_t n = batch * last.width;
+  const size_t width = s.output_width();
+  const size_t n = batch * width;
   if (classification) {
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dmu, 0, n * sizeof(float), s.s()));
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dvar, 0, n * sizeof(float), s.s()));
-    const auto* labels = reinterpret_cast<const int32_t*>(s.at(s.labels_offset));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(delta.mu, 0, n * sizeof(float), s.s()));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(delta.var, 0, n * sizeof(float), s.s()));
+    const auto* labels = reinterpret_cast<const int32_t*>(s.batch.get() + s.labels_offset);
     const auto* nodes = reinterpret_cast<const int32_t*>(s.model.get() + s.hsm_nodes_offset);
     TAGI_CUDA_RETURN_IF_ERROR(kernels::HsmDeltas(
-        s.at(last.mu), s.at(last.var), batch, last.width, labels, nodes,
-        s.model.get() + s.hsm_targets_offset, s.tree->levels(), var_v, dmu, dvar, s.s()));
+        out.mu, out.var, batch, width, labels, nodes, s.model.get() + s.hsm_targets_offset,
+        s.tree->levels(), var_v, delta.mu, delta.var, s.s()));
   } else {
     TAGI_CUDA_RETURN_IF_ERROR(kernels::RegressionDeltas(
-        s.at(last.mu), s.at(last.var), s.at(s.targets_offset), n, var_v, dmu, dvar, s.s()));
+        out.mu, out.var, s.batch.get() + s.targets_offset, n, var_v, delta.mu, delta.var, s.s()));
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaEngine::RunBackward(size_t batch) {
   CudaEngineState& s = *s_;
-  const CublasHandle& h = s.blas;
-  // Innovations of boundary i + 1 (cur) give those of boundary i (next).
-  size_t cur = s.delta_out;
-  size_t cur_stride = s.out_stride;
-  size_t next = s.delta_a;
-  for (size_t i = s.layers.size(); i-- > 0;) {
-    const bool need_input = i > 0;
-    const BoundarySlot& in = s.bounds[i];
-    const BoundarySlot& out = s.bounds[i + 1];
-    const LayerSlot& layer = s.layers[i];
-    const float* dmu = s.at(cur);
-    const float* dvar = s.at(cur + cur_stride);
-    float* dmu_in = s.at(next);
-    float* dvar_in = s.at(next + s.delta_stride);
-    if (layer.linear < 0) {
-      if (need_input) {
-        TAGI_CUDA_RETURN_IF_ERROR(kernels::ActivationBackward(
-            s.at(out.jcb), dmu, dvar, batch * out.width, dmu_in, dvar_in, s.s()));
-      }
-    } else {
-      const LinearSlot& l = s.linears[static_cast<size_t>(layer.linear)];
-      const Slices p = SlicesOf(s.params(), s.n_pad, l);
-      const Slices d = SlicesOf(s.deltas(), s.n_pad, l);
-      const float* mu_w_sq = s.model.get() + l.derived_offset;
-      // Parameter deltas, summed over the batch against the same prior:
-      // delta_mu_w = var_w * (dmu^T mu_a), delta_var_w = var_w^2 * (dvar^T mu_a^2).
-      // The products leave out var_w: the capped step applies it (or
-      // ScaleWeights, before deltas leave the device in the CPU layout).
-      TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kYes, Trans::kNo, l.out, l.in, batch, dmu, l.out,
-                                s.at(in.mu), l.in, 0.0f, d.w_mu, l.in));
-      TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kYes, Trans::kNo, l.out, l.in, batch, dvar, l.out,
-                                s.at(l.in_mu_sq_offset), l.in, 0.0f, d.w_var, l.in));
+  const CudaContext ctx = s.ctx();
+  for (size_t i = s.plan.steps.size(); i-- > 0;) {
+    const spec::Step& step = s.plan.steps[i];
+    const spec::BoundaryPlan& out = s.plan.boundaries[static_cast<size_t>(step.out)];
+    const size_t n = batch * out.size;
+    const GaussianView delta_out = s.at(out.delta);
+    // Every consumer of this boundary has run: its innovations are the sum
+    // of what each of them sent back (a fork of a residual block).
+    for (const spec::Slot& partial : out.partials) {
+      const GaussianView p = s.at(partial);
       TAGI_CUDA_RETURN_IF_ERROR(
-          kernels::BiasDeltas(dmu, dvar, batch, l.out, p.b_var, d.b_mu, d.b_var, s.s()));
-      if (need_input) {
-        // delta_mu_a = dmu mu_w, delta_var_a = dvar mu_w^2.
-        TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kNo, Trans::kNo, batch, l.in, l.out, dmu, l.out, p.w_mu,
-                                  l.in, 0.0f, dmu_in, l.in));
-        TAGI_RETURN_IF_ERROR(Gemm(h, Trans::kNo, Trans::kNo, batch, l.in, l.out, dvar, l.out,
-                                  mu_w_sq, l.in, 0.0f, dvar_in, l.in));
-      }
+          kernels::Accumulate(p.mu, p.var, n, delta_out.mu, delta_out.var, s.s()));
     }
-    cur = next;
-    cur_stride = s.delta_stride;
-    next = next == s.delta_a ? s.delta_b : s.delta_a;
+    if (step.op == spec::Step::Op::kLayer) {
+      TAGI_RETURN_IF_ERROR(
+          s.layers[static_cast<size_t>(step.layer)]->Backward(ctx, StepIo(s, step, batch)));
+      continue;
+    }
+    // A residual merge passes the innovations of its output unchanged to
+    // both branches.
+    for (const auto& [boundary, slot] :
+         {std::pair{step.in, step.in_delta}, std::pair{step.in2, step.in2_delta}}) {
+      if (s.plan.boundaries[static_cast<size_t>(boundary)].is_input) continue;
+      const GaussianView d = s.at(slot);
+      const size_t bytes = n * sizeof(float);
+      TAGI_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(d.mu, delta_out.mu, bytes, cudaMemcpyDeviceToDevice, s.s()));
+      TAGI_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(d.var, delta_out.var, bytes, cudaMemcpyDeviceToDevice, s.s()));
+    }
   }
   s.weights_scaled = false;
   s.pending_scale = 1.0f;
@@ -573,7 +554,7 @@ absl::Status CudaEngine::WaitForOutput() {
 absl::Status CudaEngine::Forward(const float* x, size_t batch) {
   TAGI_USE_DEVICE();
   TAGI_RETURN_IF_ERROR(Upload(x, nullptr, nullptr, batch));
-  return RunForward(batch);
+  return RunForward(batch, Mode::kEval);
 }
 
 absl::StatusOr<ConstGaussianView> CudaEngine::Output(size_t batch) {
@@ -605,7 +586,7 @@ absl::Status CudaEngine::TrainStep(const float* x, const int32_t* labels, const 
   }
   TAGI_RETURN_IF_ERROR(
       Upload(x, classification ? labels : nullptr, classification ? nullptr : targets, batch));
-  TAGI_RETURN_IF_ERROR(RunForward(batch));
+  TAGI_RETURN_IF_ERROR(RunForward(batch, Mode::kTrain));
   TAGI_RETURN_IF_ERROR(OutputUpdate(batch, sigma_v, classification));
   return RunBackward(batch);
 }
@@ -669,20 +650,10 @@ absl::Status CudaEngine::ApplyStep(float cap_factor) {
   CudaEngineState& s = *s_;
   TAGI_USE_DEVICE();
   const float inv_cap = 1.0f / cap_factor;
-  for (const LinearSlot& l : s.linears) {
-    const Slices p = SlicesOf(s.params(), s.n_pad, l);
-    const Slices d = SlicesOf(s.deltas(), s.n_pad, l);
-    float* derived = s.model.get() + l.derived_offset;
-    // Weights, fused with their pending var_w factor, the reduction's scale
-    // and the refresh of mu_w^2 and mu_w^2 + var_w; biases (their var_b
-    // factor is applied in the backward pass) with the scale.
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(
-        inv_cap, kVarianceFloor, l.weights(), p.w_mu, p.w_var, d.w_mu, d.w_var,
-        s.weights_scaled ? nullptr : p.w_var, s.pending_scale, derived, derived + l.weights(),
-        s.s()));
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, kVarianceFloor, l.out, p.b_mu, p.b_var,
-                                                  d.b_mu, d.b_var, nullptr, s.pending_scale,
-                                                  nullptr, nullptr, s.s()));
+  const PendingFactors pending = s.pending();
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    TAGI_RETURN_IF_ERROR(
+        s.layers[l]->ApplyStep(s.ctx(), ModelIo(s, l), inv_cap, kVarianceFloor, pending));
   }
   return absl::OkStatus();
 }
@@ -694,11 +665,11 @@ absl::Status CudaEngine::ReadOutputInnovations(size_t batch, std::span<float> de
     return absl::InvalidArgumentError("ReadOutputInnovations: wrong batch or span sizes");
   }
   TAGI_USE_DEVICE();
-  const float* dmu = s_->at(s_->delta_out);
+  const GaussianView d = s_->at(s_->plan.output().delta);
   TAGI_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(delta_mu.data(), dmu, n * sizeof(float), cudaMemcpyDeviceToHost, s_->s()));
-  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(delta_var.data(), dmu + s_->out_stride,
-                                            n * sizeof(float), cudaMemcpyDeviceToHost, s_->s()));
+      cudaMemcpyAsync(delta_mu.data(), d.mu, n * sizeof(float), cudaMemcpyDeviceToHost, s_->s()));
+  TAGI_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(delta_var.data(), d.var, n * sizeof(float), cudaMemcpyDeviceToHost, s_->s()));
   TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s_->s()));
   return absl::OkStatus();
 }

@@ -1,30 +1,38 @@
 // CudaEngine: the TAGI engine on one GPU (shared/TAGI.md; the CPU Model in
 // worker/engine/model.h is its numerical spec).
 //
-// Every product is one cuBLAS SGEMM in plain fp32 and every elementwise
-// stage one fused kernel (kernels.h), all queued on the engine's own
-// stream; nothing inside a step goes through host memory except the batch
-// itself (in) and a copy of the output units (out, for the accuracy probe),
-// both through pinned buffers.
+// Like the CPU Model it executes a plan (spec/plan.h, built with 64-float
+// alignment): the steps in order forward (a layer step runs one CudaLayer,
+// layers.h, created per planned layer; an add step merges a residual
+// block), in reverse backward (the partial innovations of a fork summed
+// first). Every product is one cuBLAS SGEMM in plain fp32 and every
+// elementwise stage one fused kernel (kernels.h), all queued on the
+// engine's own stream; nothing inside a step goes through host memory
+// except the batch itself (in) and a copy of the output units (out, for the
+// accuracy probe), both through pinned buffers.
 //
 // Device memory: one model arena holds the parameters, the deltas, the
-// derived buffers of every LINEAR layer (mu_w^2, mu_w^2 + var_w) and the
-// hierarchical-softmax tables; one batch arena holds the per-batch states,
-// sized by Reserve. The parameters and deltas keep the host layout of
-// model.h ([mu of N][var of N], the same offsets within each half), except
-// that the var half starts at N rounded up to 64 floats so that every
-// product sees 256-byte-aligned operands; the padding is zero and stays
-// zero. Read/WriteParameters and the host-staged reduce convert to and from
-// the packed host layout, so files, snapshots and CPU ranks see exactly the
-// CPU arena. The device reduce buffer is [mu N_pad][var N_pad][control].
+// state, the plan's derived buffers (e.g. mu_w^2, mu_w^2 + var_w of every
+// LINEAR layer, nested ones included) and the hierarchical-softmax tables;
+// one batch arena holds the plan's batch arena (units, jcb, innovations and
+// partials of every boundary, per-layer scratch) plus labels and targets,
+// sized by Reserve (which re-plans). The parameters and deltas keep the
+// host layout of model.h ([mu of N][var of N], the plan's block offsets
+// within each half), except that the var half starts at N rounded up to 64
+// floats so that every product sees 256-byte-aligned operands; the padding
+// is zero and stays zero. Read/WriteParameters and the host-staged reduce
+// convert to and from the packed host layout, so files, snapshots and CPU
+// ranks see exactly the CPU arena. The device reduce buffer is
+// [mu N_pad][var N_pad][control].
 //
-// Deferred factors: the backward pass leaves the weights' deltas without
-// their var_w (var_w^2) factor and EndReduce does not scale; the capped step
-// applies both on the way (one pass over the weights instead of three).
-// The device reduce buffer therefore holds unscaled weight deltas (every
-// NCCL rank is a GPU engine with the same var_w); the host-staged reduce
-// and ReadDeltas give the CPU engine's deltas. ReadDeltas is meaningful
-// between TrainStep and ApplyStep.
+// Deferred factors: the backward pass leaves the weights' deltas (the
+// blocks a layer defers, layers.h) without their var_w (var_w^2) factor and
+// EndReduce does not scale; the capped step applies both on the way (one
+// pass over the weights instead of three). The device reduce buffer
+// therefore holds unscaled weight deltas (every NCCL rank is a GPU engine
+// with the same var_w); the host-staged reduce and ReadDeltas give the CPU
+// engine's deltas. ReadDeltas is meaningful between TrainStep and
+// ApplyStep.
 //
 // Requires the build's CUDA support (worker/engine/engine_factory.h is the
 // entry point that works in every build). Not thread-safe: one thread
@@ -60,6 +68,8 @@ class CudaEngine final : public Engine {
   absl::Status Initialize(uint64_t seed, const InitOptions& options) override;
   absl::Status ReadParameters(std::span<float> out) override;
   absl::Status WriteParameters(std::span<const float> in) override;
+  absl::Status ReadState(std::span<float> out) override;
+  absl::Status WriteState(std::span<const float> in) override;
   absl::Status ReadDeltas(std::span<float> out) override;
   absl::StatusOr<uint64_t> ParameterFingerprint() override;
   absl::Status Forward(const float* x, size_t batch) override;
@@ -79,7 +89,7 @@ class CudaEngine final : public Engine {
  private:
   explicit CudaEngine(std::unique_ptr<CudaEngineState> state);
   absl::Status Upload(const float* x, const int32_t* labels, const float* targets, size_t batch);
-  absl::Status RunForward(size_t batch);
+  absl::Status RunForward(size_t batch, Mode mode);
   absl::Status RunBackward(size_t batch);
   absl::Status OutputUpdate(size_t batch, float sigma_v, bool classification);
   absl::Status WaitForOutput();

@@ -154,6 +154,21 @@ __global__ void RefreshDerivedKernel(const float* mu, const float* var, size_t n
   }
 }
 
+__global__ void AddGaussiansKernel(const float* am, const float* av, const float* bm,
+                                   const float* bv, size_t n, float* om, float* ov) {
+  TAGI_GRID_STRIDE(i, n) {
+    om[i] = am[i] + bm[i];
+    ov[i] = av[i] + bv[i];
+  }
+}
+
+__global__ void AccumulateKernel(const float* sm, const float* sv, size_t n, float* dm, float* dv) {
+  TAGI_GRID_STRIDE(i, n) {
+    dm[i] += sm[i];
+    dv[i] += sv[i];
+  }
+}
+
 __global__ void ScaleKernel(float* x, size_t n, float s) {
   TAGI_GRID_STRIDE(i, n) { x[i] *= s; }
 }
@@ -222,6 +237,17 @@ cudaError_t CappedStep(float inv_cap_factor, float variance_floor, size_t n, flo
 cudaError_t RefreshDerived(const float* mu, const float* var, size_t n, float* mu_sq, float* second,
                            cudaStream_t stream) {
   return Launch(RefreshDerivedKernel, n, stream, mu, var, n, mu_sq, second);
+}
+
+cudaError_t AddGaussians(const float* a_mu, const float* a_var, const float* b_mu,
+                         const float* b_var, size_t n, float* out_mu, float* out_var,
+                         cudaStream_t stream) {
+  return Launch(AddGaussiansKernel, n, stream, a_mu, a_var, b_mu, b_var, n, out_mu, out_var);
+}
+
+cudaError_t Accumulate(const float* src_mu, const float* src_var, size_t n, float* dst_mu,
+                       float* dst_var, cudaStream_t stream) {
+  return Launch(AccumulateKernel, n, stream, src_mu, src_var, n, dst_mu, dst_var);
 }
 
 cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream) {

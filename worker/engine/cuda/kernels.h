@@ -72,6 +72,18 @@ cudaError_t CappedStep(float inv_cap_factor, float variance_floor, size_t n, flo
 cudaError_t RefreshDerived(const float* mu, const float* var, size_t n, float* mu_sq, float* second,
                            cudaStream_t stream);
 
+// out = a + b for n Gaussian units: means add, variances add (the merge of
+// a residual block's independent branches, TAGI_CNN.md section 8). out may
+// be neither a nor b.
+cudaError_t AddGaussians(const float* a_mu, const float* a_var, const float* b_mu,
+                         const float* b_var, size_t n, float* out_mu, float* out_var,
+                         cudaStream_t stream);
+
+// dst += src for n Gaussian units (means and variances): the innovations a
+// further consumer of a boundary sent back, summed into its delta.
+cudaError_t Accumulate(const float* src_mu, const float* src_var, size_t n, float* dst_mu,
+                       float* dst_var, cudaStream_t stream);
+
 // x *= scale.
 cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream);
 

@@ -1,0 +1,97 @@
+// KindRules: everything the model spec knows about one layer kind, in one
+// place per kind (spec/kinds/<kind>.cc): its fields in the job proto, its
+// shape rule and validation, its parameter blocks (count, fan-in, fan-out,
+// init rule), its non-parameter state blocks, and the buffers an engine
+// keeps for it (derived: model-sized, e.g. mu_w^2; scratch: per sample).
+//
+// Adding a layer kind: its number in tagi.v1.Layer.Kind and its message in
+// the oneof (job.proto), its rules here (one file, one line in RulesOf),
+// its CPU layer (worker/engine/layers/), its CUDA layer
+// (worker/engine/cuda/layers/) and its plain reference in tests/engine.
+//
+// The rules are immutable objects; thread-safe.
+#ifndef TAGI_SPEC_KINDS_H_
+#define TAGI_SPEC_KINDS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/network.h"
+
+namespace tagi::spec {
+
+// How a parameter block is initialised (shared/TAGI.md section 1).
+enum class InitRule : uint8_t {
+  kWeight,  // mean ~ N(0, s^2), variance (gain_w s)^2; s from fan-in/out
+  kBias,    // mean ~ N(0, s^2), variance (gain_b s)^2
+};
+
+struct BlockSpec {
+  uint64_t count = 0;
+  uint32_t fan_in = 0;
+  uint32_t fan_out = 0;
+  InitRule init = InitRule::kWeight;
+};
+
+struct StateSpec {
+  uint64_t count = 0;
+  float initial = 0.0f;
+};
+
+// Where validation is: the problems found so far and how deep in blocks.
+struct CheckContext {
+  std::vector<std::string>* problems;
+  int depth = 0;
+  int layers_seen = 0;
+  void Add(std::string problem) { problems->push_back(std::move(problem)); }
+};
+
+class KindRules {
+ public:
+  virtual ~KindRules() = default;
+  // The oneof field of the kind in tagi.v1.Layer ("linear").
+  virtual const char* field() const = 0;
+  // Whether its forward writes a jcb (an activation) at its output.
+  virtual bool produces_jcb() const { return false; }
+
+  // The kind's own message of the oneof into / out of the spec.
+  virtual void FromProto(const tagi::v1::Layer& layer, const std::string& path, CheckContext& ctx,
+                         LayerSpec& spec) const = 0;
+  virtual void ToProto(const LayerSpec& spec, tagi::v1::Layer& layer) const = 0;
+
+  // Checks the attributes against the input shape. Returns the output
+  // shape, or nullopt after adding problems prefixed by `path`.
+  virtual std::optional<Shape> Infer(const LayerSpec& spec, const Shape& in,
+                                     const std::string& path, CheckContext& ctx) const = 0;
+
+  // REQUIRES for the rest: Infer accepted (spec, in).
+  virtual std::vector<BlockSpec> Parameters(const LayerSpec&, const Shape&) const { return {}; }
+  virtual std::vector<StateSpec> State(const LayerSpec&, const Shape&) const { return {}; }
+  virtual uint64_t Derived(const LayerSpec&, const Shape&) const { return 0; }
+  virtual uint64_t ScratchPerSample(const LayerSpec&, const Shape&) const { return 0; }
+};
+
+// The rules of a kind; nullptr for KIND_UNSPECIFIED and unknown numbers.
+const KindRules* RulesOf(LayerKind kind);
+
+// Shape inference over a sequence (used by the top level and by blocks).
+std::optional<Shape> InferSequence(const std::vector<LayerSpec>& layers, const Shape& in,
+                                   const std::string& path, CheckContext& ctx);
+
+// Per-kind rule objects (spec/kinds/*.cc).
+const KindRules& LinearRules();
+const KindRules& ActivationRules(LayerKind kind);
+const KindRules& ResidualRules();
+
+// Conversion of a layer list from the proto (both forms; spec/network_proto.cc).
+std::vector<LayerSpec> LayersFromProto(
+    const google::protobuf::RepeatedPtrField<tagi::v1::Layer>& layers, const std::string& path,
+    CheckContext& ctx);
+void LayersToProto(const std::vector<LayerSpec>& layers,
+                   google::protobuf::RepeatedPtrField<tagi::v1::Layer>* out);
+
+}  // namespace tagi::spec
+
+#endif  // TAGI_SPEC_KINDS_H_

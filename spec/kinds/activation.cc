@@ -1,0 +1,72 @@
+// The elementwise activations (shared/TAGI.md section 3): RELU, LEAKY_RELU,
+// SIGMOID, TANH, SOFTPLUS, MIXTURE_RELU. Each keeps the shape of its input
+// and writes a jcb; only LEAKY_RELU has a field (its negative slope).
+#include "absl/strings/str_format.h"
+#include "spec/kinds.h"
+
+namespace tagi::spec {
+namespace {
+
+using tagi::v1::Layer;
+
+constexpr float kDefaultLeakySlope = 0.1f;
+
+class Activation final : public KindRules {
+ public:
+  Activation(LayerKind kind, const char* field) : kind_(kind), field_(field) {}
+  const char* field() const override { return field_; }
+  bool produces_jcb() const override { return true; }
+
+  void FromProto(const Layer& layer, const std::string&, CheckContext&,
+                 LayerSpec& spec) const override {
+    if (kind_ == Layer::LEAKY_RELU) {
+      spec.slope = layer.leaky_relu().has_negative_slope() ? layer.leaky_relu().negative_slope()
+                                                           : kDefaultLeakySlope;
+    }
+  }
+  void ToProto(const LayerSpec& spec, Layer& layer) const override {
+    switch (kind_) {
+      case Layer::RELU: layer.mutable_relu(); break;
+      case Layer::LEAKY_RELU: layer.mutable_leaky_relu()->set_negative_slope(spec.slope); break;
+      case Layer::SIGMOID: layer.mutable_sigmoid(); break;
+      case Layer::TANH: layer.mutable_tanh(); break;
+      case Layer::SOFTPLUS: layer.mutable_softplus(); break;
+      default: layer.mutable_mixture_relu(); break;
+    }
+  }
+
+  std::optional<Shape> Infer(const LayerSpec& spec, const Shape& in, const std::string& path,
+                             CheckContext& ctx) const override {
+    if (kind_ == Layer::LEAKY_RELU && !(spec.slope > 0.0f && spec.slope < 1.0f)) {
+      ctx.Add(absl::StrFormat("%s.negative_slope: %g; expected a value in (0, 1)", path,
+                              spec.slope));
+      return std::nullopt;
+    }
+    return in;
+  }
+
+ private:
+  LayerKind kind_;
+  const char* field_;
+};
+
+}  // namespace
+
+const KindRules& ActivationRules(LayerKind kind) {
+  static const Activation relu(Layer::RELU, "relu");
+  static const Activation leaky(Layer::LEAKY_RELU, "leaky_relu");
+  static const Activation sigmoid(Layer::SIGMOID, "sigmoid");
+  static const Activation tanh(Layer::TANH, "tanh");
+  static const Activation softplus(Layer::SOFTPLUS, "softplus");
+  static const Activation mixture(Layer::MIXTURE_RELU, "mixture_relu");
+  switch (kind) {
+    case Layer::RELU: return relu;
+    case Layer::LEAKY_RELU: return leaky;
+    case Layer::SIGMOID: return sigmoid;
+    case Layer::TANH: return tanh;
+    case Layer::SOFTPLUS: return softplus;
+    default: return mixture;
+  }
+}
+
+}  // namespace tagi::spec

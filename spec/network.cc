@@ -1,0 +1,210 @@
+#include "spec/network.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/hsm_tree.h"
+#include "spec/kinds.h"
+
+namespace tagi::spec {
+namespace {
+
+using tagi::v1::Layer;
+
+std::string AllKindNames() {
+  std::vector<std::string> names;
+  for (int k = Layer::LINEAR; k <= Layer::Kind_MAX; ++k) {
+    names.push_back(KindName(static_cast<LayerKind>(k)));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+int CountLayers(const std::vector<LayerSpec>& layers) {
+  int n = 0;
+  for (const LayerSpec& l : layers) n += 1 + CountLayers(l.main) + CountLayers(l.shortcut);
+  return n;
+}
+
+// Sums the parameter and state counts of a (valid) sequence.
+void CountBlocks(const std::vector<LayerSpec>& layers, Shape in, uint64_t* params,
+                 uint64_t* state) {
+  for (const LayerSpec& l : layers) {
+    const KindRules* rules = RulesOf(l.kind);
+    if (rules == nullptr) return;  // an invalid network has no count
+    for (const BlockSpec& b : rules->Parameters(l, in)) *params += b.count;
+    for (const StateSpec& s : rules->State(l, in)) *state += s.count;
+    CountBlocks(l.main, in, params, state);
+    CountBlocks(l.shortcut, in, params, state);
+    in = OutputShape({l}, in);
+  }
+}
+
+void AppendLayers(const std::vector<LayerSpec>& layers, std::string* s) {
+  for (const LayerSpec& l : layers) {
+    if (l.kind == Layer::LINEAR) {
+      absl::StrAppend(s, "-", l.out);
+    } else if (l.kind == Layer::LEAKY_RELU) {
+      absl::StrAppend(s, "-", KindName(l.kind), "(", l.slope, ")");
+    } else if (l.kind == Layer::RESIDUAL) {
+      std::string main, shortcut;
+      AppendLayers(l.main, &main);
+      AppendLayers(l.shortcut, &shortcut);
+      absl::StrAppend(s, "-RES[", main.empty() ? "" : main.substr(1), "|",
+                      shortcut.empty() ? "id" : shortcut.substr(1), "]");
+    } else {
+      absl::StrAppend(s, "-", KindName(l.kind));
+    }
+  }
+}
+
+}  // namespace
+
+std::string Shape::ToString() const {
+  if (flat()) return absl::StrCat(c);
+  return absl::StrCat(c, "x", h, "x", w);
+}
+
+std::string KindName(LayerKind kind) {
+  if (kind == Layer::KIND_UNSPECIFIED || !Layer::Kind_IsValid(kind)) {
+    return absl::StrCat("KIND_", static_cast<int>(kind));
+  }
+  return Layer::Kind_Name(kind);
+}
+
+const KindRules* RulesOf(LayerKind kind) {
+  switch (kind) {
+    case Layer::LINEAR: return &LinearRules();
+    case Layer::RELU:
+    case Layer::LEAKY_RELU:
+    case Layer::SIGMOID:
+    case Layer::TANH:
+    case Layer::SOFTPLUS:
+    case Layer::MIXTURE_RELU: return &ActivationRules(kind);
+    case Layer::RESIDUAL: return &ResidualRules();
+    default: return nullptr;
+  }
+}
+
+std::optional<Shape> InferSequence(const std::vector<LayerSpec>& layers, const Shape& in,
+                                   const std::string& path, CheckContext& ctx) {
+  Shape shape = in;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    const std::string at = absl::StrCat(path, "[", i, "]");
+    const KindRules* rules = RulesOf(l.kind);
+    if (rules == nullptr) {
+      ctx.Add(absl::StrFormat("%s.kind: missing or unknown; expected one of %s", at,
+                              AllKindNames()));
+      return std::nullopt;
+    }
+    const std::optional<Shape> out = rules->Infer(l, shape, at, ctx);
+    if (!out) return std::nullopt;
+    // A kind keeps only its own fields: whatever does not survive its
+    // proto form (a width on an activation read from a hostile file) is
+    // refused, so equal networks compare equal.
+    tagi::v1::Layer proto;
+    rules->ToProto(l, proto);
+    LayerSpec back;
+    back.kind = l.kind;
+    std::vector<std::string> ignored;
+    CheckContext quiet{&ignored, ctx.depth};
+    rules->FromProto(proto, at, quiet, back);
+    if (!(back == l)) {
+      ctx.Add(absl::StrFormat("%s: holds fields a %s layer does not take", at, KindName(l.kind)));
+      return std::nullopt;
+    }
+    if (out->size() > kMaxUnitsPerSample) {
+      ctx.Add(absl::StrFormat("%s: its output has %d units per sample; at most %d are allowed",
+                              at, out->size(), kMaxUnitsPerSample));
+      return std::nullopt;
+    }
+    shape = *out;
+  }
+  return shape;
+}
+
+void CheckArchitecture(const Architecture& arch, std::vector<std::string>* problems) {
+  CheckContext ctx{problems};
+  const Shape& in = arch.input;
+  if (in.c < 1 || in.h < 1 || in.w < 1 || in.size() > kMaxUnitsPerSample) {
+    ctx.Add(absl::StrFormat("input: shape %dx%dx%d; expected channels, height and width >= 1 "
+                            "and at most %d units", in.c, in.h, in.w, kMaxUnitsPerSample));
+    return;
+  }
+  if (arch.layers.empty()) {
+    ctx.Add("layers: empty; expected at least one layer");
+    return;
+  }
+  const int count = CountLayers(arch.layers);
+  if (count > kMaxLayers) {
+    ctx.Add(absl::StrFormat("layers: %d layers (nested ones included); at most %d are allowed",
+                            count, kMaxLayers));
+    return;
+  }
+  const std::optional<Shape> out = InferSequence(arch.layers, in, "layers", ctx);
+  if (!out) return;
+  uint64_t params = 0;
+  uint64_t state = 0;
+  CountBlocks(arch.layers, in, &params, &state);
+  if (params > kMaxParameters || state > kMaxParameters) {
+    ctx.Add(absl::StrFormat("layers: %d parameters and %d state values; at most %d of each are "
+                            "allowed", params, state, kMaxParameters));
+  }
+  if (arch.head.kind == HeadKind::kClassification) {
+    const uint32_t k = arch.head.num_classes;
+    if (k < 2 || k > static_cast<uint32_t>(HsmTree::kMaxClasses)) {
+      ctx.Add(absl::StrFormat("head.classification.num_classes: %d; expected 2..%d", k,
+                              HsmTree::kMaxClasses));
+    } else if (out->size() != static_cast<uint64_t>(HsmTree::OutputWidth(static_cast<int>(k)))) {
+      ctx.Add(absl::StrFormat("layers: the last layer gives %d outputs but %d classes by "
+                              "hierarchical softmax need %d", out->size(), k,
+                              HsmTree::OutputWidth(static_cast<int>(k))));
+    }
+  } else if (arch.head.kind != HeadKind::kRegression) {
+    ctx.Add("head: unknown kind");
+  }
+}
+
+absl::Status ValidateArchitecture(const Architecture& arch) {
+  std::vector<std::string> problems;
+  CheckArchitecture(arch, &problems);
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid network: ", absl::StrJoin(problems, "; ")));
+}
+
+Shape OutputShape(const std::vector<LayerSpec>& layers, const Shape& input) {
+  std::vector<std::string> problems;
+  CheckContext ctx{&problems};
+  const std::optional<Shape> out = InferSequence(layers, input, "layers", ctx);
+  return out.value_or(Shape{0, 1, 1});
+}
+
+uint32_t Architecture::output_width() const {
+  return static_cast<uint32_t>(OutputShape(layers, input).size());
+}
+
+uint64_t Architecture::num_parameters() const {
+  uint64_t params = 0, state = 0;
+  CountBlocks(layers, input, &params, &state);
+  return params;
+}
+
+uint64_t Architecture::num_state() const {
+  uint64_t params = 0, state = 0;
+  CountBlocks(layers, input, &params, &state);
+  return state;
+}
+
+std::string Architecture::ToString() const {
+  std::string s = input.ToString();
+  AppendLayers(layers, &s);
+  if (head.kind == HeadKind::kClassification) {
+    absl::StrAppend(&s, " hsm(", head.num_classes, ")");
+  } else {
+    absl::StrAppend(&s, " regression");
+  }
+  return s;
+}
+
+}  // namespace tagi::spec

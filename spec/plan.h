@@ -1,0 +1,122 @@
+// Plan: where every buffer of a network lives, for a given maximum batch.
+//
+// MakePlan flattens the layer tree into steps in forward order (a LAYER
+// step runs one layer; an ADD step merges a residual block's branches) over
+// numbered boundaries (the units between steps: [0] is the data, the last
+// is the output), and lays out four arenas, as offsets in floats:
+//   parameters  [mu of N][var of N]: every layer's blocks, depth first, in
+//               layer order, packed (the model file and snapshot layout;
+//               the delta arena mirrors it; nested layers included);
+//   state       S floats of non-parameter state (e.g. running statistics);
+//   derived     model-sized buffers an engine keeps per layer (mu_w^2);
+//   batch       per boundary its units (mu, var), jcb when an activation
+//               produced it, its innovations (delta) and one partial
+//               innovation buffer per extra consumer (a fork: the input of a
+//               residual block); per layer its scratch. Sized for max_batch.
+// Batch and derived offsets are multiples of align_floats (CUDA: 64 floats
+// = 256 bytes for cuBLAS); parameter offsets are packed.
+//
+// Backward runs the steps in reverse: before a step's backward, the
+// partials of its output boundary are added into that boundary's delta
+// (every consumer has run by then); each step writes the innovations of
+// each input into its own slot (Step::in_delta), except for the data
+// boundary, whose innovations nobody needs.
+//
+// Pure function of (architecture, options); the Plan is a plain value.
+#ifndef TAGI_SPEC_PLAN_H_
+#define TAGI_SPEC_PLAN_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "spec/kinds.h"
+#include "spec/network.h"
+
+namespace tagi::spec {
+
+// A Gaussian tensor in the batch arena: its means and its variances.
+struct Slot {
+  size_t mu = 0;
+  size_t var = 0;
+  bool operator==(const Slot&) const = default;
+};
+
+struct PlannedBlock {
+  size_t offset = 0;  // in each half of the parameter arena
+  BlockSpec spec;
+};
+
+struct PlannedState {
+  size_t offset = 0;  // in the state arena
+  StateSpec spec;
+};
+
+struct BoundaryPlan {
+  Shape shape;
+  size_t size = 0;        // units per sample
+  bool is_input = false;  // the data: variance zero, no innovations
+  bool has_jcb = false;
+  Slot units;
+  size_t jcb = 0;  // when has_jcb
+  Slot delta;      // not for the input
+  std::vector<Slot> partials;
+  int producer = -1;  // step index; -1 for the input
+};
+
+struct PlannedLayer {
+  LayerSpec spec;    // the layer's own attributes (never a RESIDUAL)
+  std::string path;  // "layers[2].residual.main[0]"
+  Shape in;
+  Shape out;
+  size_t first_block = 0;  // into Plan::blocks
+  size_t num_blocks = 0;
+  size_t first_state = 0;  // into Plan::states
+  size_t num_states = 0;
+  size_t derived = 0;  // offset in the derived arena
+  size_t derived_count = 0;
+  size_t scratch = 0;  // offset in the batch arena
+  size_t scratch_per_sample = 0;
+};
+
+struct Step {
+  enum class Op : uint8_t { kLayer, kAdd };
+  Op op = Op::kLayer;
+  int layer = -1;  // kLayer: index into Plan::layers
+  int in = -1;     // kAdd: the main branch's output
+  int in2 = -1;    // kAdd: the shortcut's output (the block input for the identity)
+  int out = -1;
+  Slot in_delta;   // where backward writes the innovations of `in`
+  Slot in2_delta;  // kAdd: of `in2`
+};
+
+struct PlanOptions {
+  size_t max_batch = 1;
+  size_t align_floats = 16;
+};
+
+struct Plan {
+  Architecture arch;
+  size_t max_batch = 0;
+  std::vector<PlannedLayer> layers;
+  std::vector<PlannedBlock> blocks;
+  std::vector<PlannedState> states;
+  std::vector<BoundaryPlan> boundaries;
+  std::vector<Step> steps;
+  size_t num_parameters = 0;  // N
+  size_t num_state = 0;       // S
+  size_t derived_floats = 0;
+  size_t batch_floats = 0;
+
+  const BoundaryPlan& input() const { return boundaries.front(); }
+  const BoundaryPlan& output() const { return boundaries.back(); }
+};
+
+// InvalidArgument when the architecture is invalid (ValidateArchitecture's
+// message) or max_batch is 0 or align_floats is 0.
+absl::StatusOr<Plan> MakePlan(const Architecture& arch, const PlanOptions& options);
+
+}  // namespace tagi::spec
+
+#endif  // TAGI_SPEC_PLAN_H_

@@ -1,0 +1,96 @@
+// CudaLayer: one layer kind on the GPU, as the CudaEngine (the executor of a
+// plan, spec/plan.h) drives it. The same shape as the CPU Layer
+// (worker/engine/layer.h), which is its numerical spec.
+//
+// A layer owns no buffers: every call gets a CudaLayerIo of device pointers
+// into the engine's arenas, laid out by the plan (its input and output
+// units, the innovations of its output and where those of its input go, its
+// parameter, delta and state blocks, its derived buffers and its scratch),
+// and a CudaContext (the engine's stream and cuBLAS handle). Every call only
+// queues work on that stream (kernels.h, cuBLAS products): it never
+// allocates, never synchronises, and returns the error of a launch or a
+// product that could not be queued.
+//
+// Deferred factors: a kind may leave a delta block without its variance
+// factor (the means lacking var, the variances var^2, of the same parameter
+// block; DefersVarianceFactor says which blocks), so that the capped step
+// applies it on the way instead of a separate pass. PendingFactors tells
+// ApplyStep what the delta arena still lacks (cuda_engine.h explains when).
+//
+// One class per kind in layers.cc; MakeCudaLayer is the one switch from
+// kinds to classes. Internal to worker/engine/cuda. Not thread-safe.
+#ifndef TAGI_WORKER_ENGINE_CUDA_LAYERS_H_
+#define TAGI_WORKER_ENGINE_CUDA_LAYERS_H_
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "spec/plan.h"
+#include "worker/engine/cuda/device_memory.h"
+#include "worker/engine/gaussian.h"
+#include "worker/engine/layer.h"
+
+namespace tagi::engine::cuda {
+
+struct CudaContext {
+  cudaStream_t stream = nullptr;
+  const CublasHandle* blas = nullptr;  // its work goes to `stream`
+};
+
+// As LayerIo (layer.h), every pointer in device memory.
+struct CudaLayerIo {
+  size_t batch = 0;
+  ConstGaussianView in;        // [batch][input size]
+  bool input_is_data = false;  // variance zero: its products may be skipped
+  GaussianView out;            // [batch][output size]
+  float* out_jcb = nullptr;    // the kind's jcb, when it writes one
+  ConstGaussianView delta_out;
+  GaussianView delta_in;  // mu == nullptr: the input needs no innovations
+  size_t num_blocks = 0;
+  std::array<GaussianView, kMaxBlocksPerLayer> params{};  // per parameter block
+  std::array<GaussianView, kMaxBlocksPerLayer> deltas{};  // mirrors params
+  std::array<size_t, kMaxBlocksPerLayer> block_size{};
+  float* state = nullptr;
+  float* derived = nullptr;
+  float* scratch = nullptr;
+};
+
+// What the delta arena still lacks when ApplyStep runs.
+struct PendingFactors {
+  bool variance = false;  // the deferred blocks lack their variance factor
+  float scale = 1.0f;     // every delta lacks this factor (a reduction's average)
+};
+
+class CudaLayer {
+ public:
+  virtual ~CudaLayer() = default;
+  virtual absl::Status Forward(const CudaContext& ctx, const CudaLayerIo& io, Mode mode) = 0;
+  // Fills the parameter deltas (summed over the batch; deferred blocks
+  // without their variance factor) and, when delta_in is set, the
+  // innovations of the input units.
+  virtual absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) = 0;
+  // Recomputes the derived buffers after the parameters changed.
+  virtual absl::Status Refresh(const CudaContext& /*ctx*/, const CudaLayerIo& /*io*/) {
+    return absl::OkStatus();
+  }
+  // Whether Backward leaves parameter block `block` without its variance
+  // factor.
+  virtual bool DefersVarianceFactor(size_t /*block*/) const { return false; }
+  // The capped update with the variance floor (TAGI.md section 7) over every
+  // parameter block, applying `pending` to the deltas on the way, then
+  // Refresh. Kinds may fuse the two.
+  virtual absl::Status ApplyStep(const CudaContext& ctx, const CudaLayerIo& io, float inv_cap,
+                                 float variance_floor, const PendingFactors& pending);
+};
+
+// The CUDA layer of a planned layer. REQUIRES: planned.spec.kind is a kind
+// the plan can hold (never RESIDUAL, which the plan turns into steps).
+std::unique_ptr<CudaLayer> MakeCudaLayer(const spec::PlannedLayer& planned);
+
+}  // namespace tagi::engine::cuda
+
+#endif  // TAGI_WORKER_ENGINE_CUDA_LAYERS_H_
