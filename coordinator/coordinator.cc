@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/checksum.h"
 #include "common/file_util.h"
 #include "common/job_spec.h"
@@ -24,7 +26,7 @@ bool IsTerminal(JobState s) {
 }
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock) {
+    : options_(std::move(options)), clock_(clock), wall_offset_(absl::Now() - clock.Now()) {
   if (!options_.state_dir.empty()) {
     snapshot_dir_ = (std::filesystem::path(options_.state_dir) / "snapshots").string();
   } else {
@@ -56,7 +58,7 @@ Coordinator::~Coordinator() {
   }
 }
 
-int64_t Coordinator::NowMs() { return absl::ToUnixMillis(absl::Now()); }
+int64_t Coordinator::NowMs() { return absl::ToUnixMillis(clock_.Now() + wall_offset_); }
 
 void Coordinator::Touch(WorkerRecord& w) {
   w.last_seen = clock_.Now();

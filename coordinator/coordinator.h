@@ -5,8 +5,10 @@
 // who runs what are the pure functions of membership.h, called here under
 // the lock and published. Blocking calls (Rendezvous, store waits, Watch)
 // wait on the lock's condition with a timeout, never forever. Time comes
-// from the injected Clock; Tick() runs the periodic decisions (a background
-// thread calls it; tests call it after advancing a FakeClock).
+// from the injected Clock, the Unix timestamps of jobs and workers too
+// (the wall time at construction advanced by that clock); Tick() runs the
+// periodic decisions (a background thread calls it; tests call it after
+// advancing a FakeClock).
 //
 // Fencing: every call about a job names (job_id, generation); a call for a
 // job that is over, or for another generation, is Aborted.
@@ -36,6 +38,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/store.h"
 #include "coordinator/membership.h"
@@ -210,7 +213,9 @@ class Coordinator {
     bool checked_in = true;
   };
 
-  int64_t NowMs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unix milliseconds for the timestamps users see: the wall time at
+  // construction advanced by the injected clock (see wall_offset_).
+  int64_t NowMs();
   void Touch(WorkerRecord& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -253,6 +258,10 @@ class Coordinator {
 
   const CoordinatorOptions options_;
   Clock& clock_;
+  // Wall time minus clock_.Now(), read once at construction: timestamps
+  // are clock_.Now() + wall_offset_, so they follow a FakeClock in tests
+  // and never step back when the host's wall clock is adjusted.
+  const absl::Duration wall_offset_;
   InMemoryStore store_;  // thread-safe on its own; keys under job/<id>/gen/<n>/
   std::string snapshot_dir_;
   bool snapshot_dir_is_temporary_ = false;

@@ -19,7 +19,6 @@
 #include "worker/collective/nccl/nccl_collective.h"
 #include "worker/collective/tcp/ring_collective.h"
 #include "worker/data/loader.h"
-#include "worker/engine/blas.h"
 #include "worker/engine/model_file.h"
 #include "worker/metrics.h"
 #include "worker/trainer.h"
@@ -422,7 +421,6 @@ absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache) {
 
 JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& options,
                          const Assignment& a, Clock& clock, AttemptControl& control) {
-  engine::SetBlasThreads(options.threads);
   JobProgress progress;
   bool in_group = false;
   const absl::Status st = Train(client, options, a, clock, control, progress, &in_group);

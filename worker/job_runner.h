@@ -49,6 +49,8 @@ struct JobRunnerOptions {
   // The worker's GPU (-1: none). Jobs whose device is "cuda:N" run the
   // CUDA engine on it; "cpu" jobs run the CPU engine.
   int device = -1;
+  // Reported to the coordinator. The BLAS thread count itself is process-wide
+  // and set once by main() (see engine/blas.h), not per job.
   int threads = 1;
   std::string host = "127.0.0.1";  // address this worker binds and advertises for Gloo
   absl::Duration connect_timeout = absl::Seconds(30);

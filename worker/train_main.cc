@@ -5,7 +5,9 @@
 //   tagi-train --eval model.tagi JOB.json [--device cpu|cuda:N] [--json]
 //
 // The reference that data-parallel runs are checked against, and what a
-// researcher runs first. main() parses flags into Options and calls Run().
+// researcher runs first. main() parses flags into Options, sets the
+// process-wide BLAS thread count (--threads) and calls Run() with the real
+// clock.
 #include <unistd.h>
 
 #include <cstdio>
@@ -121,12 +123,11 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec) {
+absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& clock) {
   TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
   TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
   TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, d, spec.batch_size(), device));
   const engine::Architecture& arch = model->architecture();
-  RealClock clock;
   TrainerOptions options;
   options.eval_batch = kEvalBatch;
   Trainer trainer(spec, *model, d, clock, std::move(options));
@@ -189,14 +190,13 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
-int Run(const Options& opt) {
-  engine::SetBlasThreads(opt.threads);
+int Run(const Options& opt, Clock& clock) {
   absl::Status st;
   auto spec = LoadJob(opt);
   if (!spec.ok()) {
     st = spec.status();
   } else {
-    st = opt.eval.empty() ? RunTrain(opt, *spec) : RunEval(opt, *spec);
+    st = opt.eval.empty() ? RunTrain(opt, *spec, clock) : RunEval(opt, *spec);
   }
   if (!st.ok()) {
     std::fprintf(stderr, "tagi-train: %s\n", std::string(st.message()).c_str());
@@ -234,5 +234,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tagi-train: --epochs must be >= 0 and --threads in 1..256\n");
     return 2;
   }
-  return tagi::Run(opt);
+  // Process-wide (see blas.h): set here, once, before any engine runs.
+  tagi::engine::SetBlasThreads(opt.threads);
+  tagi::RealClock clock;
+  return tagi::Run(opt, clock);
 }

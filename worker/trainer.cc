@@ -1,11 +1,11 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/job_spec.h"
 #include "common/rng.h"
 #include "common/status.h"
@@ -21,10 +21,6 @@ constexpr double kMinProbability = 1e-12;
 size_t EffectiveCapBatch(const tagi::v1::JobSpec& spec, int world) {
   const size_t b = spec.batch_size();
   return IsSumReduction(spec) ? b * static_cast<size_t>(world) : b;
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 absl::Status ScoreClassification(engine::Engine& model, const data::Dataset& test, size_t first,
@@ -174,11 +170,11 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
   TAGI_ASSIGN_OR_RETURN(std::span<float> buffer,
                         model_.BeginReduce(options_.collective->AcceptsDeviceMemory(),
                                            stop_vote ? 1.0f : 0.0f));
-  const auto start = std::chrono::steady_clock::now();
+  const absl::Time start = clock_.Now();
   if (auto st = options_.collective->AllReduceSum(buffer, options_.collective_timeout); !st.ok()) {
     return st;
   }
-  timings_.allreduce_seconds = SecondsSince(start);
+  timings_.allreduce_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   timings_.allreduce_bytes = buffer.size_bytes();
   const float scale = IsSumReduction(spec_) ? 1.0f : 1.0f / static_cast<float>(world_);
   TAGI_ASSIGN_OR_RETURN(const float control, model_.EndReduce(scale));
@@ -188,7 +184,7 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
 
 absl::Status Trainer::Step(uint64_t epoch, size_t step) {
   TAGI_RETURN_IF_ERROR(reserve_status_);
-  const auto start = std::chrono::steady_clock::now();
+  const absl::Time start = clock_.Now();
   sigma_v_ = SigmaVAtEpoch(spec_.noise(), epoch);
   GatherBatch(epoch, step);
   const size_t b = indices_.size();
@@ -210,7 +206,7 @@ absl::Status Trainer::Step(uint64_t epoch, size_t step) {
   }
   if (stop) return absl::CancelledError("training stopped on request");
   TAGI_RETURN_IF_ERROR(model_.ApplyStep(cap_factor_));
-  timings_.step_seconds = SecondsSince(start);
+  timings_.step_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   return absl::OkStatus();
 }
 

@@ -12,6 +12,9 @@
 // same step (none is left waiting in a collective); Step then returns
 // Cancelled without applying that step.
 //
+// Time: every duration it reports (StepTimings, EpochMetrics.seconds, the
+// elapsed time given to ProgressFn) is read from the injected Clock.
+//
 // Evaluation is sharded: each rank scores a disjoint slice of the test split
 // and the sums are all-reduced, so every rank gets the whole-split metrics.
 //
@@ -74,7 +77,8 @@ struct TrainerOptions {
   std::function<bool()> stop_requested;  // polled once per step; may be empty
 };
 
-// Timings of the last step (for progress reports and metrics).
+// Timings of the last step (for progress reports and metrics), on the
+// trainer's Clock.
 struct StepTimings {
   double step_seconds = 0.0;
   double allreduce_seconds = 0.0;

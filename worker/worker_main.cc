@@ -22,6 +22,7 @@
 #include "common/job_spec.h"
 #include "common/signals.h"
 #include "worker/agent.h"
+#include "worker/engine/blas.h"
 #include "worker/engine/cuda/device.h"
 #include "worker/metrics.h"
 
@@ -151,6 +152,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tagi-worker: metrics on %s (port %d)\n", metrics_address.c_str(),
                  endpoint->port());
   }
+  // Process-wide (see blas.h): set here, once, before any job runs.
+  tagi::engine::SetBlasThreads(opt.runner.threads);
   tagi::RealClock clock;
   tagi::Agent agent(opt, clock);
   std::thread signals([&agent] {

@@ -59,13 +59,24 @@ constexpr uint64_t kSeed = 2024;
 constexpr double kTolerance = 1e-5;
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
-JobSpec Spec(uint32_t batch, JobSpec::Reduction reduction) {
+// With `residual`, a block of Linear-ReLU-Linear with an identity shortcut
+// follows the first ReLU: its parameters are in the one all-reduce too.
+JobSpec Spec(uint32_t batch, JobSpec::Reduction reduction, bool residual = false) {
   JobSpec spec;
   auto* l1 = spec.add_layers();
   l1->set_kind(tagi::v1::Layer::LINEAR);
   l1->set_in_features(kInputs);
   l1->set_out_features(kHidden);
   spec.add_layers()->set_kind(tagi::v1::Layer::RELU);
+  if (residual) {
+    auto* block = spec.add_layers()->mutable_residual();
+    for (int i = 0; i < 2; ++i) {
+      auto* linear = block->add_main()->mutable_linear();
+      linear->set_in_features(kHidden);
+      linear->set_out_features(kHidden);
+      if (i == 0) block->add_main()->mutable_relu();
+    }
+  }
   spec.mutable_head()->mutable_classification()->set_num_classes(kClasses);
   auto* l2 = spec.add_layers();
   l2->set_kind(tagi::v1::Layer::LINEAR);
@@ -308,6 +319,21 @@ TEST_P(EquivalenceTest, SumModeTwoRanksOfEightMatchOneProcessOfSixteen) {
       "SUM vs one process: scaled difference mean %.3g, variance %.3g; "
       "plain relative mean %.3g, variance %.3g\n",
       d.mean, d.var, plain.mean, plain.var);
+}
+
+TEST_P(EquivalenceTest, SumModeResidualNetworkTwoRanksOfEightMatchOneProcessOfSixteen) {
+  const JobSpec one = Spec(16, JobSpec::SUM, /*residual=*/true);
+  const std::vector<float> initial = Params(*MakeModel(one));
+  const std::vector<float> single = TrainSingle(one, data_, kSteps);
+  const auto runs = TrainRanks(GetParam(), Spec(8, JobSpec::SUM, true), data_, kSteps);
+  ExpectAllOk(runs, kSteps);
+  const Diff d = MaxScaledDiff(runs[0].params, single);
+  EXPECT_LE(d.mean, kTolerance) << "mean arena";
+  EXPECT_LE(d.var, kTolerance) << "variance arena";
+  EXPECT_EQ(runs[0].params, runs[1].params) << "ranks are not bit-identical";
+  EXPECT_GT(initial.size(), Params(*MakeModel(Spec(16, JobSpec::SUM))).size());
+  const Diff moved = MaxScaledDiff(single, initial);
+  EXPECT_GT(std::min(moved.mean, moved.var), 1e-2);
 }
 
 TEST_P(EquivalenceTest, AverageModeMatchesItsDefinition) {

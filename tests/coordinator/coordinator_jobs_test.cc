@@ -260,6 +260,29 @@ TEST_F(CoordinatorTest, JobSucceedsWhenTheModelIsUploadedAfterTheOtherRanksFinis
   EXPECT_EQ(State(job), tagi::v1::SUCCEEDED);
 }
 
+TEST_F(CoordinatorTest, TimestampsFollowTheInjectedClockFromTheWallTimeAtStart) {
+  const int64_t wall_before_ms = absl::ToUnixMillis(absl::Now());
+  Start(1);
+  const std::string job = Submit(1);
+  const int64_t submitted_ms = GetJob(job).submit_time_ms();
+  // Unix wall time, not the fake clock's own reading.
+  EXPECT_GE(submitted_ms, wall_before_ms);
+  EXPECT_LE(submitted_ms, absl::ToUnixMillis(absl::Now()));
+
+  clock_.Advance(absl::Seconds(7));
+  const std::string w = Register();
+  EXPECT_EQ(GetJob(job).start_time_ms() - submitted_ms, 7'000);
+  const int64_t registered_ms = Worker(w).last_seen_ms();
+  EXPECT_EQ(registered_ms - submitted_ms, 7'000);
+
+  clock_.Advance(absl::Seconds(30));
+  Complete(job);
+  const tagi::v1::Job done = GetJob(job);
+  EXPECT_EQ(done.state(), tagi::v1::SUCCEEDED);
+  EXPECT_EQ(done.end_time_ms() - done.start_time_ms(), 30'000);
+  EXPECT_EQ(Worker(w).last_seen_ms() - registered_ms, 30'000);
+}
+
 TEST_F(CoordinatorTest, JobDoesNotSucceedWhenEveryRankFinishedWithoutAModel) {
   Start(2);
   const std::string job = Submit(2);

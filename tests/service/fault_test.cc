@@ -43,6 +43,26 @@ std::string FaultJobJson(int epochs, int snapshot_interval) {
                           epochs, snapshot_interval);
 }
 
+// A residual MLP (784-64, a Linear-ReLU-Linear block with an identity
+// shortcut, 64-11) in the per-kind layer form, for the kill-and-resume test.
+std::string ResidualJobJson() {
+  return R"({
+  "name": "fault-residual",
+  "layers": [
+    {"linear": {"inFeatures": 784, "outFeatures": 64}}, {"relu": {}},
+    {"residual": {"main": [
+      {"linear": {"inFeatures": 64, "outFeatures": 64}}, {"relu": {}},
+      {"linear": {"inFeatures": 64, "outFeatures": 64}}]}},
+    {"linear": {"inFeatures": 64, "outFeatures": 11}}
+  ],
+  "head": {"classification": {"numClasses": 10}},
+  "data": {"kind": "FASHION_MNIST", "trainLimit": 4000, "testLimit": 500},
+  "noise": {"sigmaV": 1.0},
+  "batchSize": 16, "epochs": 3, "seed": 11, "reduction": "SUM", "worldSize": 2,
+  "snapshotInterval": 20, "device": "cpu"
+})";
+}
+
 bool Succeeded(const tagi::v1::Job& j) { return j.state() == tagi::v1::SUCCEEDED; }
 bool Ended(const tagi::v1::Job& j) {
   return j.state() == tagi::v1::SUCCEEDED || j.state() == tagi::v1::FAILED ||
@@ -141,6 +161,30 @@ TEST_F(FaultTest, WorkerKilledAtFiveRandomStepsJobSucceedsWithTheSameModel) {
     EXPECT_LE(r.steps_redone(), 20u + 1u) << "more than the snapshot interval redone";
     EXPECT_LT(r.first_step_ms() - r.detected_ms(), 10'000);
   }
+}
+
+TEST_F(FaultTest, ResidualNetworkWorkerKilledMidJobResumesToTheSameModel) {
+  StartCoordinator(2, {"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"});
+  std::vector<ChildProcess*> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(&StartWorker());  // two ranks and a spare
+  const std::string job_file = WriteJob("residual", ResidualJobJson());
+  const std::string reference = ReferenceChecksum(job_file);
+  ASSERT_FALSE(reference.empty());
+
+  const std::string id = Submit(job_file);
+  const auto first = WaitForStep(id, 1);
+  ASSERT_TRUE(first.has_value() && !Ended(*first));
+  const auto job = WaitForStep(id, first->progress().total_steps() / 2);
+  ASSERT_TRUE(job.has_value() && !Ended(*job));
+  ChildProcess* victim = ProcessOf(workers, job->workers(1));
+  ASSERT_NE(victim, nullptr);
+  ASSERT_TRUE(victim->Signal(SIGKILL));
+  ASSERT_TRUE(victim->WaitExit(absl::Seconds(10)).has_value());
+  const auto done = WaitForJob(id, Ended, absl::Seconds(120));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_TRUE(Succeeded(*done)) << done->reason();
+  EXPECT_EQ(done->restarts(), 1u);
+  EXPECT_EQ(done->model_checksum(), reference) << "the resumed run ended with another model";
 }
 
 TEST_F(FaultTest, StoppedWorkerIsDetectedReplacedAndRejoinsIdleAfterSigcont) {

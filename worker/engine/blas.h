@@ -1,7 +1,14 @@
 // Thin, typed wrappers over CBLAS (OpenBLAS) for the engine's matrix
 // products. All matrices are row-major; "T" means the operand is used
-// transposed. Thread-safe to call; the thread count is a process-wide
-// OpenBLAS setting, so only main() (or a benchmark) calls SetBlasThreads.
+// transposed. Gemm is thread-safe.
+//
+// The BLAS thread count is the one piece of process-wide state here, and it
+// cannot be made otherwise: OpenBLAS keeps it (and its thread pool) in the
+// library itself, shared by every caller in the process. So it is set in
+// one place: main() of tagi-train and tagi-worker (their --threads flag),
+// or a benchmark's main, once, before any engine runs. Libraries, the job
+// runner and tests do not call SetBlasThreads; a per-job setting would
+// change the count under any other engine in the process.
 #ifndef TAGI_WORKER_ENGINE_BLAS_H_
 #define TAGI_WORKER_ENGINE_BLAS_H_
 
@@ -16,7 +23,12 @@ enum class Trans { kNo, kYes };
 void Gemm(Trans ta, Trans tb, size_t m, size_t n, size_t k, const float* a,
           size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc);
 
+// Sets the process-wide thread count Gemm uses for large products (small
+// ones run on one thread). Values below 1 mean 1. Called only from main(),
+// before any engine runs (see above).
 void SetBlasThreads(int threads);
+// The count last set; 1 before any call (OpenBLAS itself then runs with
+// its own default, OPENBLAS_NUM_THREADS or the number of cores).
 int BlasThreads();
 
 }  // namespace tagi::engine
