@@ -125,14 +125,14 @@ std::optional<Shape> InferSequence(const std::vector<LayerSpec>& layers, const S
 
 void CheckArchitecture(const Architecture& arch, std::vector<std::string>* problems) {
   CheckContext ctx{problems};
+  if (arch.layers.empty()) {
+    ctx.Add("layers: empty; expected at least one layer");
+    return;
+  }
   const Shape& in = arch.input;
   if (in.c < 1 || in.h < 1 || in.w < 1 || in.size() > kMaxUnitsPerSample) {
     ctx.Add(absl::StrFormat("input: shape %dx%dx%d; expected channels, height and width >= 1 "
                             "and at most %d units", in.c, in.h, in.w, kMaxUnitsPerSample));
-    return;
-  }
-  if (arch.layers.empty()) {
-    ctx.Add("layers: empty; expected at least one layer");
     return;
   }
   const int count = CountLayers(arch.layers);
@@ -141,11 +141,15 @@ void CheckArchitecture(const Architecture& arch, std::vector<std::string>* probl
                             count, kMaxLayers));
     return;
   }
+  const size_t before = problems->size();
   const std::optional<Shape> out = InferSequence(arch.layers, in, "layers", ctx);
   if (!out) return;
+  // A problem that still let the shapes be inferred (a LINEAR whose
+  // in_features is wrong has a known output) leaves the head to check.
+  const bool shapes_ok = problems->size() == before;
   uint64_t params = 0;
   uint64_t state = 0;
-  CountBlocks(arch.layers, in, &params, &state);
+  if (shapes_ok) CountBlocks(arch.layers, in, &params, &state);
   if (params > kMaxParameters || state > kMaxParameters) {
     ctx.Add(absl::StrFormat("layers: %d parameters and %d state values; at most %d of each are "
                             "allowed", params, state, kMaxParameters));

@@ -28,12 +28,13 @@ class Linear final : public KindRules {
         ok = false;
       }
     }
-    if (ok && spec.in != in.size()) {
+    if (!ok) return std::nullopt;
+    // A mismatch still gives a known output shape: the layers after it
+    // (and the head) are checked too, so one answer names every problem.
+    if (spec.in != in.size()) {
       ctx.Add(absl::StrFormat("%s.in_features: %d does not match its input, which has %d features "
                               "(shape %s)", path, spec.in, in.size(), in.ToString()));
-      ok = false;
     }
-    if (!ok) return std::nullopt;
     return Shape{spec.out, 1, 1};
   }
 

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "common/flags.h"
-#include "tests/common/temp_dir.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace tagi {
 namespace {
 
-using ::tagi::test::TempDir;
+using ::tagi::testing::ScratchDir;
 
 TEST(ConstantTimeEquals, MatchesOnlyIdenticalStrings) {
   EXPECT_TRUE(ConstantTimeEquals("", ""));
@@ -47,7 +47,7 @@ TEST(TokenFile, RefusesEmptyFilesAndLinesWithSpaces) {
 }
 
 TEST(TokenFile, ReadNamesTheFlagAndPathWhenUnreadable) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string missing = dir.path() / "missing";
   auto r = ReadTokenFile(missing, "--join-token-file");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);

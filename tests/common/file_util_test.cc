@@ -8,17 +8,17 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/temp_dir.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace tagi {
 namespace {
 
-using ::tagi::test::TempDir;
+using ::tagi::testing::ScratchDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(FileUtil, WriteThenReadRoundTripsBinaryData) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Path("model.bin");
   std::string data;
   for (int i = 0; i < 100000; ++i) data.push_back(static_cast<char>(i * 31));
@@ -29,7 +29,7 @@ TEST(FileUtil, WriteThenReadRoundTripsBinaryData) {
 }
 
 TEST(FileUtil, EmptyFileRoundTrips) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Path("empty");
   ASSERT_TRUE(WriteFileAtomic(path, "").ok());
   auto back = ReadFile(path, 0);
@@ -38,7 +38,7 @@ TEST(FileUtil, EmptyFileRoundTrips) {
 }
 
 TEST(FileUtil, OverwriteReplacesTheWholeFile) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Path("snapshot");
   ASSERT_TRUE(WriteFileAtomic(path, std::string(1000, 'a')).ok());
   ASSERT_TRUE(WriteFileAtomic(path, "short").ok());
@@ -48,7 +48,7 @@ TEST(FileUtil, OverwriteReplacesTheWholeFile) {
 }
 
 TEST(FileUtil, WriteLeavesNoTemporaryFiles) {
-  TempDir dir;
+  ScratchDir dir;
   ASSERT_TRUE(WriteFileAtomic(dir.Path("a.json"), "one").ok());
   ASSERT_TRUE(WriteFileAtomic(dir.Path("a.json"), "two").ok());
   ASSERT_TRUE(WriteFileAtomic(dir.Path("b.json"), "three").ok());
@@ -56,7 +56,7 @@ TEST(FileUtil, WriteLeavesNoTemporaryFiles) {
 }
 
 TEST(FileUtil, FailedWriteLeavesTargetAndNoTemporaryFile) {
-  TempDir dir;
+  ScratchDir dir;
   // The target is a non-empty directory, so the final rename must fail.
   const std::string target = dir.Path("taken");
   std::filesystem::create_directory(target);
@@ -69,7 +69,7 @@ TEST(FileUtil, FailedWriteLeavesTargetAndNoTemporaryFile) {
 }
 
 TEST(FileUtil, WriteIntoAMissingDirectoryIsNotFound) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Path("no/such/dir/file");
   const absl::Status s = WriteFileAtomic(path, "data");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
@@ -77,7 +77,7 @@ TEST(FileUtil, WriteIntoAMissingDirectoryIsNotFound) {
 }
 
 TEST(FileUtil, ReadAtExactlyTheLimitSucceeds) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("f", "12345");
   auto back = ReadFile(path, 5);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -85,7 +85,7 @@ TEST(FileUtil, ReadAtExactlyTheLimitSucceeds) {
 }
 
 TEST(FileUtil, ReadOverTheLimitIsFailedPrecondition) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("big", std::string(4097, 'z'));
   auto back = ReadFile(path, 4096);
   EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition) << back.status();
@@ -94,7 +94,7 @@ TEST(FileUtil, ReadOverTheLimitIsFailedPrecondition) {
 }
 
 TEST(FileUtil, ReadOfAMissingFileIsNotFoundNamingThePath) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Path("missing.json");
   auto back = ReadFile(path, 100);
   EXPECT_EQ(back.status().code(), absl::StatusCode::kNotFound) << back.status();
@@ -102,7 +102,7 @@ TEST(FileUtil, ReadOfAMissingFileIsNotFoundNamingThePath) {
 }
 
 TEST(FileUtil, ReadOfADirectoryIsRefused) {
-  TempDir dir;
+  ScratchDir dir;
   auto back = ReadFile(dir.path().string(), 1 << 20);
   EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition) << back.status();
   EXPECT_THAT(back.status().message(), HasSubstr("not a regular file"));

@@ -8,15 +8,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/job_spec_samples.h"
-#include "tests/common/temp_dir.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace tagi {
 namespace {
 
 using ::tagi::test::CsvSpec;
 using ::tagi::test::kValidJson;
-using ::tagi::test::TempDir;
 using ::tagi::test::ValidSpec;
+using ::tagi::testing::ScratchDir;
 using ::tagi::v1::DataSpec;
 using ::tagi::v1::JobSpec;
 using ::tagi::v1::Layer;
@@ -82,7 +82,7 @@ TEST(JobSpecJson, OversizedDocumentIsRefusedBeforeParsing) {
 }
 
 TEST(JobSpecJson, LoadingAMissingFileIsNotFoundNamingThePath) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Path("nope.json");
   auto spec = LoadJobSpecFile(path);
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound) << spec.status();
@@ -90,7 +90,7 @@ TEST(JobSpecJson, LoadingAMissingFileIsNotFoundNamingThePath) {
 }
 
 TEST(JobSpecJson, LoadingABadFileNamesThePathAndTheProblem) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("bad.json", R"({"epochz": 3})");
   auto spec = LoadJobSpecFile(path);
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << spec.status();
@@ -98,7 +98,7 @@ TEST(JobSpecJson, LoadingABadFileNamesThePathAndTheProblem) {
 }
 
 TEST(JobSpecJson, LoadingAnOversizedFileIsRefused) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("huge.json", std::string(kMaxJobSpecBytes + 1, ' '));
   auto spec = LoadJobSpecFile(path);
   EXPECT_FALSE(spec.ok());

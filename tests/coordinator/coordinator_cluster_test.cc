@@ -246,7 +246,7 @@ TEST_F(CoordinatorTest, ModelFileOfAJobThatFailedAfterTheUploadIsRefused) {
 TEST_F(CoordinatorTest, ModelIsWrittenUnderTheStateDirectory) {
   ScratchDir dir;
   CoordinatorOptions options = Options(1);
-  options.state_dir = dir.path();
+  options.state_dir = dir.path().string();
   Start(options);
   const std::string job = Submit(1);
   const std::string w = Register();
@@ -255,7 +255,7 @@ TEST_F(CoordinatorTest, ModelIsWrittenUnderTheStateDirectory) {
   ASSERT_TRUE(Finish(job, w, 0).ok());
   ASSERT_EQ(State(job), tagi::v1::SUCCEEDED);
 
-  const std::filesystem::path models = std::filesystem::path(dir.path()) / "models";
+  const std::filesystem::path models = dir.path() / "models";
   ASSERT_TRUE(std::filesystem::is_directory(models));
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(models)) files.push_back(e.path());

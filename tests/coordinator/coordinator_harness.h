@@ -4,10 +4,6 @@
 #ifndef TAGI_TESTS_COORDINATOR_COORDINATOR_HARNESS_H_
 #define TAGI_TESTS_COORDINATOR_COORDINATOR_HARNESS_H_
 
-#include <unistd.h>
-
-#include <atomic>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tagi/v1/cluster.pb.h"
 #include "tagi/v1/jobs.pb.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace tagi::coordinator::test {
 
@@ -43,27 +40,7 @@ inline std::string ModelBytes(const std::string& payload = "TAGI model parameter
 }
 
 // A fresh directory for one test, removed afterwards.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ =
-        std::filesystem::temp_directory_path() /
-        ("tagi_coordinator_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using ::tagi::testing::ScratchDir;
 
 class CoordinatorTest : public ::testing::Test {
  protected:

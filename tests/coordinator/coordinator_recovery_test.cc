@@ -192,7 +192,7 @@ TEST_F(RecoveryTest, SnapshotsComeFromRankZeroAndTheNextGenerationResumesFromThe
 TEST_F(RecoveryTest, CorruptNewestSnapshotOnDiskIsSkippedAndThePreviousOneUsed) {
   ScratchDir dir;
   CoordinatorOptions o = Options(1);
-  o.state_dir = dir.path();
+  o.state_dir = dir.path().string();
   Start(o);
   const std::string job = Submit(1);
   const std::string w = Register();
@@ -201,7 +201,7 @@ TEST_F(RecoveryTest, CorruptNewestSnapshotOnDiskIsSkippedAndThePreviousOneUsed) 
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 20, SnapshotBytes(job, 20, 0.2f)).ok());
   coord().FlushSnapshots();
   EXPECT_EQ(coord().Stats().snapshots_stored, 2u);
-  const auto newest = std::filesystem::path(dir.path()) / "snapshots" / job /
+  const auto newest = dir.path() / "snapshots" / job /
                       "snapshot-000000000020.tagisnap";
   auto bytes = ReadFile(newest.string(), 1 << 20);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -232,7 +232,7 @@ TEST_F(RecoveryTest, CorruptNewestSnapshotOnDiskIsSkippedAndThePreviousOneUsed) 
 TEST_F(RecoveryTest, RestartedCoordinatorReloadsJobsAndResumesRunningOnes) {
   ScratchDir dir;
   CoordinatorOptions o = Options(2);
-  o.state_dir = dir.path();
+  o.state_dir = dir.path().string();
   Start(o);
   const std::string done = Submit(1);
   const std::string running = Submit(2);

@@ -6,12 +6,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/data/temp_dir.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace tagi::data {
 namespace {
 
-using ::tagi::data::testing::TempDir;
+using ::tagi::testing::ScratchDir;
 using ::testing::HasSubstr;
 
 std::string ErrorOf(const std::string& path, size_t targets = 1,
@@ -21,7 +21,7 @@ std::string ErrorOf(const std::string& path, size_t targets = 1,
 }
 
 TEST(LoadCsvRegression, SplitsInputsAndTargets) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path =
       dir.Write("d.csv", "1,2,3\n4, 5 ,\t6\n-7.5,8e1,+9\n");
   absl::StatusOr<Dataset> data = LoadCsvRegression(path, 1, false, 0);
@@ -35,7 +35,7 @@ TEST(LoadCsvRegression, SplitsInputsAndTargets) {
 }
 
 TEST(LoadCsvRegression, SeveralTargetColumns) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("d.csv", "1,2,3\n4,5,6\n");
   absl::StatusOr<Dataset> data = LoadCsvRegression(path, 2, false, 0);
   ASSERT_TRUE(data.ok()) << data.status();
@@ -46,7 +46,7 @@ TEST(LoadCsvRegression, SeveralTargetColumns) {
 }
 
 TEST(LoadCsvRegression, SkipsHeaderAndHandlesCrlfAndTrailingBlankLines) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path =
       dir.Write("d.csv", "x,y\r\n1.5,2\r\n3,4\r\n\r\n\n  \n");
   absl::StatusOr<Dataset> data = LoadCsvRegression(path, 1, true, 0);
@@ -57,13 +57,13 @@ TEST(LoadCsvRegression, SkipsHeaderAndHandlesCrlfAndTrailingBlankLines) {
 }
 
 TEST(LoadCsvRegression, HeaderIsParsedAsDataWhenNotDeclared) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("d.csv", "x,y\n1,2\n");
   EXPECT_THAT(ErrorOf(path), HasSubstr("line 1, column 1"));
 }
 
 TEST(LoadCsvRegression, EmptyOrNanTargetIsMissing) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("d.csv", "1,\n2,nan\n3,NaN\n4, 7\n");
   absl::StatusOr<Dataset> data = LoadCsvRegression(path, 1, false, 0);
   ASSERT_TRUE(data.ok()) << data.status();
@@ -75,7 +75,7 @@ TEST(LoadCsvRegression, EmptyOrNanTargetIsMissing) {
 }
 
 TEST(LoadCsvRegression, LimitKeepsTheFirstRowsAndIgnoresTheRest) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("d.csv", "1,2\n3,4\nbad,row\n");
   absl::StatusOr<Dataset> data = LoadCsvRegression(path, 1, false, 2);
   ASSERT_TRUE(data.ok()) << data.status();
@@ -84,7 +84,7 @@ TEST(LoadCsvRegression, LimitKeepsTheFirstRowsAndIgnoresTheRest) {
 }
 
 TEST(LoadCsvRegression, BadNumberNamesPathLineColumnAndText) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("d.csv", "1,2,3\n4,5x,6\n");
   const std::string error = ErrorOf(path);
   EXPECT_THAT(error, HasSubstr(path));
@@ -93,7 +93,7 @@ TEST(LoadCsvRegression, BadNumberNamesPathLineColumnAndText) {
 }
 
 TEST(LoadCsvRegression, WrongColumnCountNamesLineAndCounts) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("d.csv", "h1,h2,h3\n1,2,3\n4,5\n");
   const std::string error = ErrorOf(path, 1, true);
   EXPECT_THAT(error, HasSubstr("line 3"));
@@ -102,7 +102,7 @@ TEST(LoadCsvRegression, WrongColumnCountNamesLineAndCounts) {
 }
 
 TEST(LoadCsvRegression, RefusesNanAndInfiniteInputs) {
-  TempDir dir;
+  ScratchDir dir;
   EXPECT_THAT(ErrorOf(dir.Write("a.csv", "1,2\nnan,3\n")),
               HasSubstr("line 2, column 1: NaN input"));
   EXPECT_THAT(ErrorOf(dir.Write("b.csv", "1,2\ninf,3\n")),
@@ -114,13 +114,13 @@ TEST(LoadCsvRegression, RefusesNanAndInfiniteInputs) {
 }
 
 TEST(LoadCsvRegression, NeedsAnInputColumn) {
-  TempDir dir;
+  ScratchDir dir;
   EXPECT_THAT(ErrorOf(dir.Write("a.csv", "1,2\n"), 2),
               HasSubstr("at least 1 input column"));
 }
 
 TEST(LoadCsvRegression, RejectsBlankLineInTheMiddleAndEmptyFile) {
-  TempDir dir;
+  ScratchDir dir;
   EXPECT_THAT(ErrorOf(dir.Write("a.csv", "1,2\n\n3,4\n")),
               HasSubstr("line 2: blank line"));
   EXPECT_THAT(ErrorOf(dir.Write("b.csv", "x,y\n"), 1, true),
@@ -128,7 +128,7 @@ TEST(LoadCsvRegression, RejectsBlankLineInTheMiddleAndEmptyFile) {
 }
 
 TEST(LoadCsvRegression, MissingFileIsNotFound) {
-  TempDir dir;
+  ScratchDir dir;
   EXPECT_EQ(
       LoadCsvRegression(dir.Path("nope.csv"), 1, false, 0).status().code(),
       absl::StatusCode::kNotFound);

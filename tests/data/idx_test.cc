@@ -12,12 +12,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/data/temp_dir.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace tagi::data {
 namespace {
 
-using ::tagi::data::testing::TempDir;
+using ::tagi::testing::ScratchDir;
 using ::testing::HasSubstr;
 
 // Serialises an IDX file of unsigned bytes (type 0x08).
@@ -34,7 +34,7 @@ std::string MakeIdx(const std::vector<uint32_t>& dims,
   return out;
 }
 
-std::string WriteGzip(const TempDir& dir, const std::string& name,
+std::string WriteGzip(const ScratchDir& dir, const std::string& name,
                       const std::string& contents) {
   const std::string path = dir.Path(name);
   gzFile f = gzopen(path.c_str(), "wb");
@@ -52,7 +52,7 @@ std::vector<uint8_t> Iota(size_t n) {
 }
 
 TEST(ReadIdx, RawRoundTrip) {
-  TempDir dir;
+  ScratchDir dir;
   const std::vector<uint8_t> data = Iota(24);
   const std::string path = dir.Write("a.idx", MakeIdx({2, 3, 4}, data));
   absl::StatusOr<IdxArray> idx = ReadIdx(path);
@@ -62,7 +62,7 @@ TEST(ReadIdx, RawRoundTrip) {
 }
 
 TEST(ReadIdx, GzipRoundTrip) {
-  TempDir dir;
+  ScratchDir dir;
   const std::vector<uint8_t> data = Iota(30);
   const std::string path = WriteGzip(dir, "a.idx.gz", MakeIdx({5, 6}, data));
   absl::StatusOr<IdxArray> idx = ReadIdx(path);
@@ -72,7 +72,7 @@ TEST(ReadIdx, GzipRoundTrip) {
 }
 
 TEST(ReadIdx, MissingFileIsNotFoundNamingPath) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Path("absent.idx");
   absl::StatusOr<IdxArray> idx = ReadIdx(path);
   EXPECT_EQ(idx.status().code(), absl::StatusCode::kNotFound);
@@ -80,7 +80,7 @@ TEST(ReadIdx, MissingFileIsNotFoundNamingPath) {
 }
 
 TEST(ReadIdx, RejectsBadMagic) {
-  TempDir dir;
+  ScratchDir dir;
   std::string bytes = MakeIdx({2}, {1, 2});
   bytes[1] = 0x01;
   const std::string path = dir.Write("bad.idx", bytes);
@@ -95,7 +95,7 @@ TEST(ReadIdx, RejectsBadMagic) {
 }
 
 TEST(ReadIdx, RejectsFileThatIsNeitherGzipNorIdx) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("text.idx", "hello world");
   absl::StatusOr<IdxArray> idx = ReadIdx(path);
   EXPECT_THAT(std::string(idx.status().message()),
@@ -103,14 +103,14 @@ TEST(ReadIdx, RejectsFileThatIsNeitherGzipNorIdx) {
 }
 
 TEST(ReadIdx, RejectsUnsupportedTypeNamingIt) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path = dir.Write("f.idx", MakeIdx({1}, {0, 0, 0, 0}, 0x0D));
   absl::StatusOr<IdxArray> idx = ReadIdx(path);
   EXPECT_THAT(std::string(idx.status().message()), HasSubstr("0x0d"));
 }
 
 TEST(ReadIdx, RejectsTruncatedRawFile) {
-  TempDir dir;
+  ScratchDir dir;
   std::string bytes = MakeIdx({10, 10}, Iota(100));
   bytes.resize(bytes.size() - 1);
   const std::string path = dir.Write("short.idx", bytes);
@@ -121,7 +121,7 @@ TEST(ReadIdx, RejectsTruncatedRawFile) {
 }
 
 TEST(ReadIdx, RejectsTruncatedGzipFile) {
-  TempDir dir;
+  ScratchDir dir;
   std::string bytes = MakeIdx({10, 10}, Iota(100));
   bytes.resize(bytes.size() - 10);
   const std::string path = WriteGzip(dir, "short.idx.gz", bytes);
@@ -130,7 +130,7 @@ TEST(ReadIdx, RejectsTruncatedGzipFile) {
 }
 
 TEST(ReadIdx, RejectsCutGzipStream) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string full =
       WriteGzip(dir, "full.gz", MakeIdx({4096}, std::vector<uint8_t>(4096, 3)));
   std::string compressed;
@@ -144,7 +144,7 @@ TEST(ReadIdx, RejectsCutGzipStream) {
 }
 
 TEST(ReadIdx, RejectsTrailingBytes) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string bytes = MakeIdx({3}, Iota(5));
   const std::string raw = dir.Write("long.idx", bytes);
   EXPECT_THAT(std::string(ReadIdx(raw).status().message()),
@@ -155,7 +155,7 @@ TEST(ReadIdx, RejectsTrailingBytes) {
 }
 
 TEST(ReadIdx, RejectsDimsWhoseProductOverflows) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string path =
       dir.Write("huge.idx", MakeIdx({0xffffffff, 0xffffffff, 0xffffffff}, {}));
   absl::StatusOr<IdxArray> idx = ReadIdx(path);
@@ -165,7 +165,7 @@ TEST(ReadIdx, RejectsDimsWhoseProductOverflows) {
 TEST(ReadIdx, HugeGzipHeaderDoesNotAllocateTheClaimedSize) {
   // 4 GiB claimed (exactly the cap) with 3 real bytes: must fail as
   // truncated, quickly, instead of allocating 4 GiB first.
-  TempDir dir;
+  ScratchDir dir;
   const std::string path =
       WriteGzip(dir, "huge.idx.gz", MakeIdx({65536, 65536}, {1, 2, 3}));
   absl::StatusOr<IdxArray> idx = ReadIdx(path);
@@ -176,7 +176,7 @@ TEST(ReadIdx, HugeGzipHeaderDoesNotAllocateTheClaimedSize) {
 }
 
 TEST(LoadIdxClassification, FlattensAndScalesImages) {
-  TempDir dir;
+  ScratchDir dir;
   const std::vector<uint8_t> pixels = {0, 255, 51, 102, 10, 20, 30, 40};
   const std::string images = dir.Write("i.idx", MakeIdx({2, 2, 2}, pixels));
   const std::string labels = WriteGzip(dir, "l.idx.gz", MakeIdx({2}, {3, 0}));
@@ -194,7 +194,7 @@ TEST(LoadIdxClassification, FlattensAndScalesImages) {
 }
 
 TEST(LoadIdxClassification, LimitKeepsTheFirstSamples) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string images = dir.Write("i.idx", MakeIdx({3, 2}, Iota(6)));
   const std::string labels = dir.Write("l.idx", MakeIdx({3}, {1, 2, 99}));
   absl::StatusOr<Dataset> data = LoadIdxClassification(images, labels, 3, 2);
@@ -205,7 +205,7 @@ TEST(LoadIdxClassification, LimitKeepsTheFirstSamples) {
 }
 
 TEST(LoadIdxClassification, RejectsCountMismatch) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string images = dir.Write("i.idx", MakeIdx({3, 2}, Iota(6)));
   const std::string labels = dir.Write("l.idx", MakeIdx({2}, {1, 2}));
   absl::StatusOr<Dataset> data = LoadIdxClassification(images, labels, 10, 0);
@@ -217,7 +217,7 @@ TEST(LoadIdxClassification, RejectsCountMismatch) {
 }
 
 TEST(LoadIdxClassification, RejectsLabelOutOfRangeNamingIndexAndValue) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string images = dir.Write("i.idx", MakeIdx({3, 2}, Iota(6)));
   const std::string labels = dir.Write("l.idx", MakeIdx({3}, {1, 2, 12}));
   absl::StatusOr<Dataset> data = LoadIdxClassification(images, labels, 10, 0);

@@ -6,13 +6,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/data/temp_dir.h"
+#include "tests/testing/scratch_dir.h"
 #include "worker/data/toy.h"
 
 namespace tagi::data {
 namespace {
 
-using ::tagi::data::testing::TempDir;
+using ::tagi::testing::ScratchDir;
 using ::tagi::v1::DataSpec;
 using ::testing::HasSubstr;
 
@@ -26,7 +26,7 @@ DataSpec CsvSpec(const std::string& train, const std::string& test) {
 }
 
 TEST(LoadData, CsvIsStandardisedWithTrainingStatistics) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string train =
       dir.Write("train.csv", "x,y\n1,10\n2,20\n3,\n4,40\n");
   const std::string test = dir.Write("test.csv", "x,y\n5,50\n");
@@ -48,7 +48,7 @@ TEST(LoadData, CsvIsStandardisedWithTrainingStatistics) {
 }
 
 TEST(LoadData, StandardizeFalseKeepsRawValues) {
-  TempDir dir;
+  ScratchDir dir;
   DataSpec spec = CsvSpec(dir.Write("a.csv", "x,y\n1,10\n2,20\n"),
                           dir.Write("b.csv", "x,y\n5,50\n"));
   spec.set_standardize(false);
@@ -61,7 +61,7 @@ TEST(LoadData, StandardizeFalseKeepsRawValues) {
 }
 
 TEST(LoadData, CsvSplitsMustHaveTheSameShape) {
-  TempDir dir;
+  ScratchDir dir;
   const DataSpec spec = CsvSpec(dir.Write("a.csv", "x,y\n1,10\n"),
                                 dir.Write("b.csv", "x,z,y\n5,6,50\n"));
   EXPECT_THAT(std::string(LoadData(spec, 1).status().message()),
@@ -92,7 +92,7 @@ TEST(LoadData, ToyUsesDefaultSizesLimitsAndTheJobSeed) {
 }
 
 TEST(CheckDataFiles, NamesEveryMissingFileInOneStatus) {
-  TempDir dir;
+  ScratchDir dir;
   DataSpec spec;
   spec.set_kind(DataSpec::MNIST);
   spec.set_train_images(dir.Path("no-images"));
@@ -112,7 +112,7 @@ TEST(CheckDataFiles, NamesEveryMissingFileInOneStatus) {
 }
 
 TEST(CheckDataFiles, CsvAndToyAndUnspecified) {
-  TempDir dir;
+  ScratchDir dir;
   const DataSpec csv =
       CsvSpec(dir.Write("a.csv", "1,2\n"), dir.Path("missing.csv"));
   EXPECT_THAT(std::string(CheckDataFiles(csv).message()),

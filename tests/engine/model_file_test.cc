@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "common/byte_codec.h"
 #include "spec/network_proto.h"
+#include "tests/testing/scratch_dir.h"
 #include "worker/engine/model.h"
 
 namespace tagi::engine {
@@ -25,28 +26,7 @@ namespace {
 
 constexpr size_t kHeaderBytes = 8 + 4 + 8;  // magic, version, body length
 
-// A fresh directory for one test, removed with its contents afterwards.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            absl::StrCat("tagi_engine_test_", info->name(), "_", ::getpid(), "_", counter++);
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string Path(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using ::tagi::testing::ScratchDir;
 
 Architecture LeakyRegression() {
   return {{3, 1, 1}, {{v1::Layer::LINEAR, 3, 4, 0.0f},

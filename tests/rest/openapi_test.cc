@@ -141,7 +141,12 @@ class SchemaChecker {
   // message-typed field with the schema of its property.
   void Check(const Descriptor* message, const Value& schema, const std::string& where) {
     const Struct& s = Resolve(schema);
-    if (!checked_.insert(message->full_name() + "@" + where).second) return;
+    // A referenced schema is checked once per message (Layer nests Layer
+    // through residual blocks); an inline one once per place.
+    const std::string ref = RefName(schema);
+    if (!checked_.insert(message->full_name() + "@" + (ref.empty() ? where : "#" + ref)).second) {
+      return;
+    }
     EXPECT_TRUE(s.fields().contains("additionalProperties") &&
                 !s.fields().at("additionalProperties").bool_value())
         << where << ": set additionalProperties: false, so that responses with fields the "

@@ -1,6 +1,8 @@
-// ScratchDir: a fresh directory per test under the system temp dir, named
-// after the running test, removed with its contents when the object dies.
+// ScratchDir: the unit tests' one temporary-directory helper. A fresh
+// directory under the system temp dir, named after the running test (when
+// there is one), removed with its contents when the object dies.
 // Header-only so that unit-test binaries need no extra library.
+// Thread-compatible; one object per test (or per fixture).
 #ifndef TAGI_TESTS_TESTING_SCRATCH_DIR_H_
 #define TAGI_TESTS_TESTING_SCRATCH_DIR_H_
 
@@ -23,8 +25,9 @@ class ScratchDir {
   ScratchDir() {
     static std::atomic<int> counter{0};
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string name = std::string("tagi_test_") + info->test_suite_name() + "_" +
-                             info->name() + "_" + std::to_string(::getpid()) + "_" +
+    const std::string test =
+        info != nullptr ? std::string(info->test_suite_name()) + "_" + info->name() : "setup";
+    const std::string name = "tagi_test_" + test + "_" + std::to_string(::getpid()) + "_" +
                              std::to_string(counter++);
     path_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::remove_all(path_);
@@ -38,6 +41,7 @@ class ScratchDir {
   ScratchDir& operator=(const ScratchDir&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
+  // The full path of `file` (which may name subdirectories) inside it.
   std::string Path(std::string_view file) const { return (path_ / file).string(); }
 
   // Writes `contents` to `file` (not atomically) and returns its full path.
