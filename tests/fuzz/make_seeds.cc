@@ -37,16 +37,16 @@ std::vector<float> Parameters(const Architecture& arch) {
 }
 
 void ModelFiles(const fs::path& dir) {
-  const Architecture regression{{2, 1, 1}, {{v1::Layer::LINEAR, 2, 3, 0.0f},
-                                 {v1::Layer::LEAKY_RELU, 0, 0, 0.1f},
-                                 {v1::Layer::LINEAR, 3, 1, 0.0f}},
+  const Architecture regression{{2, 1, 1}, {{tagi::v1::Layer::LINEAR, 2, 3, 0.0f},
+                                 {tagi::v1::Layer::LEAKY_RELU, 0, 0, 0.1f},
+                                 {tagi::v1::Layer::LINEAR, 3, 1, 0.0f}},
                                 {HeadKind::kRegression, 0}};
   Write(dir / "regression",
         tagi::engine::EncodeModelFile(regression, {{0.5f, -1.0f}, {2.0f, 0.25f}, {3.0f}, {1.5f}},
                                       Parameters(regression)));
-  const Architecture hsm{{4, 1, 1}, {{v1::Layer::LINEAR, 4, 2, 0.0f},
-                          {v1::Layer::MIXTURE_RELU, 0, 0, 0.0f},
-                          {v1::Layer::LINEAR, 2, 3, 0.0f}},
+  const Architecture hsm{{4, 1, 1}, {{tagi::v1::Layer::LINEAR, 4, 2, 0.0f},
+                          {tagi::v1::Layer::MIXTURE_RELU, 0, 0, 0.0f},
+                          {tagi::v1::Layer::LINEAR, 2, 3, 0.0f}},
                          {HeadKind::kClassification, 3}};
   Write(dir / "hsm_unstandardised", tagi::engine::EncodeModelFile(hsm, {}, Parameters(hsm)));
 }
