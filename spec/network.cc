@@ -166,6 +166,9 @@ void CheckArchitecture(const Architecture& arch, std::vector<std::string>* probl
     }
   } else if (arch.head.kind != HeadKind::kRegression) {
     ctx.Add("head: unknown kind");
+  } else if (arch.head.num_classes != 0) {
+    ctx.Add(absl::StrFormat("head: a regression head takes no class count (found %d)",
+                            arch.head.num_classes));
   }
 }
 

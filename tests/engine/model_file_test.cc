@@ -468,3 +468,49 @@ TEST(CheckSameArchitecture, RejectsADifferentHeadOrSlope) {
 
 }  // namespace
 }  // namespace tagi::engine
+
+namespace tagi::engine {
+namespace {
+
+// Found by model_file_fuzz: a version 1 regression head carrying a class
+// count decoded, then re-encoded (v2 drops the count) to another model.
+TEST(ModelFile, RegressionHeadWithAClassCountIsDataLoss) {
+  Architecture arch = LeakyRegression();
+  arch.head.num_classes = 3;
+  const auto file = Decode(EncodeV1(arch, {}, AwkwardParameters(26)));
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(file.status().message().find("regression head takes no class count"),
+            std::string::npos)
+      << file.status();
+}
+
+// One architecture, one encoding: a record with an unknown field (or any
+// other non-canonical encoding of the same network) is refused.
+TEST(ModelFile, NonCanonicalArchitectureRecordIsDataLoss) {
+  const Architecture arch = LeakyRegression();
+  // Field 99 (varint 1), which this version does not know: it parses, and
+  // the network it describes is valid.
+  const std::string record =
+      spec::ArchitectureToProto(arch).SerializeAsString() + std::string("\x98\x06\x01", 3);
+  tagi::v1::Network parsed;
+  ASSERT_TRUE(parsed.ParseFromString(record));
+  ASSERT_TRUE(spec::ArchitectureFromProto(parsed).ok());
+  ByteWriter body;
+  body.PutString(record);
+  const std::string good = EncodeModelFile(arch, {}, AwkwardParameters(arch.num_parameters()));
+  ASSERT_TRUE(Decode(good).ok());
+  // Splice the altered record in place of the canonical one.
+  const size_t old_len = ReadU32(good, kHeaderBytes);
+  std::string bad = good.substr(0, kHeaderBytes) + body.data() +
+                    good.substr(kHeaderBytes + 4 + old_len);
+  const uint64_t body_len = bad.size() - kHeaderBytes - 4;
+  for (int i = 0; i < 8; ++i) bad[12 + i] = static_cast<char>((body_len >> (8 * i)) & 0xff);
+  FixCrc(bad);
+  const auto file = Decode(bad);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();
+  EXPECT_NE(file.status().message().find("not in its canonical form"), std::string::npos)
+      << file.status();
+}
+
+}  // namespace
+}  // namespace tagi::engine

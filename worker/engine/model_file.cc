@@ -101,6 +101,13 @@ absl::StatusOr<Architecture> GetArchitectureV2(ByteReader& r) {
   if (!arch.ok()) {
     return absl::DataLossError(absl::StrCat("model file holds an ", arch.status().message()));
   }
+  // One architecture has one encoding (the one EncodeModelFile writes): no
+  // unknown fields, first-format layers or reordered records, so equal
+  // models are equal files.
+  if (spec::ArchitectureToProto(*arch).SerializeAsString() != bytes) {
+    return absl::DataLossError(
+        "model file holds an architecture record that is not in its canonical form");
+  }
   return arch;
 }
 
