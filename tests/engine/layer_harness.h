@@ -12,6 +12,45 @@
 
 namespace tagi::engine {
 
+// Two equally sized buffers a test owns (means, variances).
+class GaussianTensor {
+ public:
+  GaussianTensor() = default;
+  explicit GaussianTensor(size_t size) { Resize(size); }
+
+  void Resize(size_t size) {
+    mu_.assign(size, 0.0f);
+    var_.assign(size, 0.0f);
+  }
+  size_t size() const { return mu_.size(); }
+  float* mu() { return mu_.data(); }
+  float* var() { return var_.data(); }
+  const float* mu() const { return mu_.data(); }
+  const float* var() const { return var_.data(); }
+  GaussianView view() { return {mu_.data(), var_.data()}; }
+  ConstGaussianView view() const { return {mu_.data(), var_.data()}; }
+
+ private:
+  std::vector<float> mu_;
+  std::vector<float> var_;
+};
+
+// A test-owned layer boundary: [batch][width] units plus the producing activation's
+// jcb. `has_jcb` is false where the producer is a LINEAR layer or the input
+// (jcb = 1 everywhere, not stored).
+struct HiddenState {
+  size_t width = 0;
+  GaussianTensor units;
+  std::vector<float> jcb;
+  bool has_jcb = false;
+
+  void Reserve(size_t max_batch) {
+    units.Resize(max_batch * width);
+    if (has_jcb) jcb.assign(max_batch * width, 1.0f);
+  }
+};
+
+
 // Views of one LINEAR layer's parameters (or deltas): weights then biases.
 struct LinearParams {
   GaussianView w;  // [out][in]

@@ -46,6 +46,25 @@ struct LayerIo {
   float* scratch = nullptr;
 };
 
+// Where an engine's arenas begin, in host or device memory alike: the
+// parameters and deltas ([mu][var], the var half `var_half` floats after
+// the mu half), the state, the derived buffers and the batch arena.
+struct ArenaBases {
+  float* params = nullptr;
+  float* deltas = nullptr;
+  size_t var_half = 0;
+  float* state = nullptr;
+  float* derived = nullptr;
+  float* batch = nullptr;
+};
+
+// The model-sized part of planned layer `layer`'s io (its parameter, delta
+// and state blocks and derived buffers): what Refresh and ApplyStep use.
+LayerIo ModelIo(const spec::Plan& plan, const ArenaBases& arenas, size_t layer);
+// The whole io of a LAYER step over `batch` samples.
+LayerIo StepIo(const spec::Plan& plan, const ArenaBases& arenas, const spec::Step& step,
+               size_t batch);
+
 class Layer {
  public:
   virtual ~Layer() = default;

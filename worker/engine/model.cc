@@ -5,7 +5,6 @@
 
 #include "common/checksum.h"
 #include "worker/engine/activation.h"
-#include "worker/engine/elementwise.h"
 #include "worker/engine/linear.h"
 #include "worker/engine/output.h"
 
@@ -28,17 +27,6 @@ float CapFactor(size_t batch, const CapPolicy& policy) {
   if (batch <= 1) return policy.single_sample;
   if (batch < policy.large_batch_from) return policy.small_batch;
   return policy.large_batch;
-}
-
-void Layer::ApplyStep(const LayerIo& io, float inv_cap, float variance_floor) {
-  for (size_t k = 0; k < io.num_blocks; ++k) {
-    const GaussianView p = io.params[k];
-    const GaussianView d = io.deltas[k];
-    for (size_t i = 0; i < io.block_size[k]; ++i) {
-      elementwise::CappedStep(inv_cap, variance_floor, d.mu[i], d.var[i], &p.mu[i], &p.var[i]);
-    }
-  }
-  Refresh(io);
 }
 
 std::unique_ptr<Layer> MakeLayer(const spec::PlannedLayer& planned) {
@@ -89,42 +77,13 @@ void Model::Initialize(uint64_t seed, const InitOptions& options) {
   ParametersChanged();
 }
 
-LayerIo Model::Io(const spec::Step& step, size_t batch) {
-  const spec::PlannedLayer& pl = plan_.layers[static_cast<size_t>(step.layer)];
-  const spec::BoundaryPlan& in = plan_.boundaries[static_cast<size_t>(step.in)];
-  const spec::BoundaryPlan& out = plan_.boundaries[static_cast<size_t>(step.out)];
-  LayerIo io;
-  io.batch = batch;
-  const GaussianView in_units = At(in.units);
-  io.in = {in_units.mu, in_units.var};
-  io.input_is_data = in.is_input;
-  io.out = At(out.units);
-  io.out_jcb = out.has_jcb ? batch_.data() + out.jcb : nullptr;
-  if (!out.is_input) {
-    const GaussianView d = At(out.delta);
-    io.delta_out = {d.mu, d.var};
-  }
-  if (!in.is_input) io.delta_in = At(step.in_delta);
-  const size_t n = plan_.num_parameters;
-  io.num_blocks = pl.num_blocks;
-  for (size_t k = 0; k < pl.num_blocks; ++k) {
-    const spec::PlannedBlock& b = plan_.blocks[pl.first_block + k];
-    io.params[k] = {params_.data() + b.offset, params_.data() + n + b.offset};
-    io.deltas[k] = {deltas_.data() + b.offset, deltas_.data() + n + b.offset};
-    io.block_size[k] = b.spec.count;
-  }
-  if (pl.num_states > 0) io.state = state_.data() + plan_.states[pl.first_state].offset;
-  io.derived = derived_.data() + pl.derived;
-  io.scratch = batch_.data() + pl.scratch;
-  return io;
+ArenaBases Model::Bases() {
+  return {params_.data(), deltas_.data(), plan_.num_parameters, state_.data(), derived_.data(),
+          batch_.data()};
 }
 
 void Model::ParametersChanged() {
-  for (const spec::Step& step : plan_.steps) {
-    if (step.op == spec::Step::Op::kLayer) {
-      layers_[static_cast<size_t>(step.layer)]->Refresh(Io(step, 0));
-    }
-  }
+  for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->Refresh(ModelIo(plan_, Bases(), l));
 }
 
 uint64_t Model::ParameterFingerprint() const {
@@ -138,7 +97,7 @@ void Model::Forward(const float* x, size_t batch, Mode mode) {
   std::memset(input.var, 0, batch * input_width() * sizeof(float));
   for (const spec::Step& step : plan_.steps) {
     if (step.op == spec::Step::Op::kLayer) {
-      layers_[static_cast<size_t>(step.layer)]->Forward(Io(step, batch), mode);
+      layers_[static_cast<size_t>(step.layer)]->Forward(StepIo(plan_, Bases(), step, batch), mode);
       continue;
     }
     // A residual merge: the branches are independent, so means and
@@ -157,11 +116,6 @@ void Model::Forward(const float* x, size_t batch, Mode mode) {
 
 ConstGaussianView Model::output() const {
   const spec::Slot& s = plan_.output().units;
-  return {batch_.data() + s.mu, batch_.data() + s.var};
-}
-
-ConstGaussianView Model::boundary_delta(size_t boundary) const {
-  const spec::Slot& s = plan_.boundaries[boundary].delta;
   return {batch_.data() + s.mu, batch_.data() + s.var};
 }
 
@@ -190,7 +144,7 @@ void Model::Backward(size_t batch) {
       AddInto(delta_out, {p.mu, p.var}, n);
     }
     if (step.op == spec::Step::Op::kLayer) {
-      layers_[static_cast<size_t>(step.layer)]->Backward(Io(step, batch));
+      layers_[static_cast<size_t>(step.layer)]->Backward(StepIo(plan_, Bases(), step, batch));
       continue;
     }
     // A residual merge passes the innovations of its output unchanged to
@@ -207,10 +161,8 @@ void Model::Backward(size_t batch) {
 
 void Model::ApplyStep(float cap_factor) {
   const float inv_cap = 1.0f / cap_factor;
-  for (const spec::Step& step : plan_.steps) {
-    if (step.op == spec::Step::Op::kLayer) {
-      layers_[static_cast<size_t>(step.layer)]->ApplyStep(Io(step, 0), inv_cap, kVarianceFloor);
-    }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l]->ApplyStep(ModelIo(plan_, Bases(), l), inv_cap, kVarianceFloor);
   }
 }
 

@@ -107,15 +107,11 @@ class Model {
   void ClassProbabilities(size_t batch, float* probs) const;
   const HsmTree* hsm_tree() const { return tree_ ? &*tree_ : nullptr; }
 
-  // The innovations of the output units left by the last TrainStepLocal
-  // (and of any boundary, for tests).
-  ConstGaussianView boundary_delta(size_t boundary) const;
-
  private:
   explicit Model(spec::Plan plan) : plan_(std::move(plan)) {}
   void Build();
   void Backward(size_t batch);
-  LayerIo Io(const spec::Step& step, size_t batch);
+  ArenaBases Bases();
   GaussianView At(const spec::Slot& slot) {
     return {batch_.data() + slot.mu, batch_.data() + slot.var};
   }

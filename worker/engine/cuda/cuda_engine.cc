@@ -125,42 +125,15 @@ absl::Status CheckDevice(int device) {
   return absl::OkStatus();
 }
 
-// The model-sized part of a layer's io: its parameter, delta and state
-// blocks and its derived buffers.
-CudaLayerIo ModelIo(const CudaEngineState& s, size_t layer) {
-  const spec::PlannedLayer& pl = s.plan.layers[layer];
-  CudaLayerIo io;
-  io.num_blocks = pl.num_blocks;
-  for (size_t k = 0; k < pl.num_blocks; ++k) {
-    const spec::PlannedBlock& b = s.plan.blocks[pl.first_block + k];
-    io.params[k] = {s.params() + b.offset, s.params() + s.n_pad + b.offset};
-    io.deltas[k] = {s.deltas() + b.offset, s.deltas() + s.n_pad + b.offset};
-    io.block_size[k] = b.spec.count;
-  }
-  if (pl.num_states > 0) {
-    io.state = s.model.get() + s.state_offset + s.plan.states[pl.first_state].offset;
-  }
-  io.derived = s.model.get() + s.derived_offset + pl.derived;
-  return io;
+ArenaBases Bases(const CudaEngineState& s) {
+  return {s.params(), s.deltas(), s.n_pad, s.model.get() + s.state_offset,
+          s.model.get() + s.derived_offset, s.batch.get()};
 }
-
-// The io of a kLayer step over `batch` samples (model.cc's Model::Io).
+CudaLayerIo ModelIo(const CudaEngineState& s, size_t layer) {
+  return engine::ModelIo(s.plan, Bases(s), layer);
+}
 CudaLayerIo StepIo(const CudaEngineState& s, const spec::Step& step, size_t batch) {
-  const size_t layer = static_cast<size_t>(step.layer);
-  const spec::BoundaryPlan& in = s.plan.boundaries[static_cast<size_t>(step.in)];
-  const spec::BoundaryPlan& out = s.plan.boundaries[static_cast<size_t>(step.out)];
-  CudaLayerIo io = ModelIo(s, layer);
-  io.batch = batch;
-  const GaussianView in_units = s.at(in.units);
-  io.in = {in_units.mu, in_units.var};
-  io.input_is_data = in.is_input;
-  io.out = s.at(out.units);
-  io.out_jcb = out.has_jcb ? s.batch.get() + out.jcb : nullptr;
-  const GaussianView d = s.at(out.delta);
-  io.delta_out = {d.mu, d.var};
-  if (!in.is_input) io.delta_in = s.at(step.in_delta);
-  io.scratch = s.batch.get() + s.plan.layers[layer].scratch;
-  return io;
+  return engine::StepIo(s.plan, Bases(s), step, batch);
 }
 
 // Calls fn(params, deltas, count) for every parameter block whose deltas

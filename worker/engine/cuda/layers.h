@@ -24,7 +24,6 @@
 
 #include <cuda_runtime.h>
 
-#include <array>
 #include <cstddef>
 #include <memory>
 
@@ -41,23 +40,8 @@ struct CudaContext {
   const CublasHandle* blas = nullptr;  // its work goes to `stream`
 };
 
-// As LayerIo (layer.h), every pointer in device memory.
-struct CudaLayerIo {
-  size_t batch = 0;
-  ConstGaussianView in;        // [batch][input size]
-  bool input_is_data = false;  // variance zero: its products may be skipped
-  GaussianView out;            // [batch][output size]
-  float* out_jcb = nullptr;    // the kind's jcb, when it writes one
-  ConstGaussianView delta_out;
-  GaussianView delta_in;  // mu == nullptr: the input needs no innovations
-  size_t num_blocks = 0;
-  std::array<GaussianView, kMaxBlocksPerLayer> params{};  // per parameter block
-  std::array<GaussianView, kMaxBlocksPerLayer> deltas{};  // mirrors params
-  std::array<size_t, kMaxBlocksPerLayer> block_size{};
-  float* state = nullptr;
-  float* derived = nullptr;
-  float* scratch = nullptr;
-};
+// The CPU layers' io (layer.h), every pointer in device memory.
+using CudaLayerIo = LayerIo;
 
 // What the delta arena still lacks when ApplyStep runs.
 struct PendingFactors {
