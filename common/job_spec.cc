@@ -13,6 +13,7 @@
 #include "common/file_util.h"
 #include "common/hsm_tree.h"
 #include "spec/network_proto.h"
+#include "spec/plan.h"
 
 namespace tagi {
 namespace {
@@ -84,6 +85,19 @@ std::optional<spec::Architecture> BuildArchitecture(const JobSpec& job, Problems
   for (std::string& problem : problems) p.AddRaw(std::move(problem));
   if (!problems.empty()) return std::nullopt;
   return arch;
+}
+
+// The plan's arenas for the job's batch (a pure layout: nothing is allocated).
+void CheckModelMemory(const spec::Architecture& arch, uint32_t batch, Problems& p) {
+  const auto plan = spec::MakePlan(arch, {batch, 1});
+  if (!plan.ok()) return;  // BuildArchitecture reported why
+  const uint64_t floats = 4 * uint64_t{plan->num_parameters} + plan->num_state +
+                          plan->derived_floats + plan->batch_floats;
+  if (floats * sizeof(float) > kMaxModelBytes) {
+    p.Add("layers: the model needs %d MiB per rank at batch_size %d (parameters, deltas and "
+          "the batch's units and innovations); at most %d MiB are allowed",
+          floats * sizeof(float) >> 20, batch, kMaxModelBytes >> 20);
+  }
 }
 
 void CheckHead(const JobSpec& spec, Problems& p) {
@@ -231,7 +245,10 @@ std::string JobSpecToJson(const JobSpec& spec) {
 
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   Problems p;
-  BuildArchitecture(spec, p);
+  const std::optional<spec::Architecture> arch = BuildArchitecture(spec, p);
+  if (arch && spec.batch_size() >= 1 && spec.batch_size() <= kMaxBatchSize) {
+    CheckModelMemory(*arch, spec.batch_size(), p);
+  }
   CheckHead(spec, p);
   CheckData(spec.data(), p);
   CheckTraining(spec, p);

@@ -33,6 +33,11 @@ inline constexpr uint32_t kMaxLayerWidth = spec::kMaxLayerWidth;
 inline constexpr uint64_t kMaxParameters = spec::kMaxParameters;
 inline constexpr uint32_t kMaxBatchSize = 1 << 16;
 inline constexpr uint32_t kMaxWorldSize = 4096;
+// The most memory one rank's model may take (parameters, deltas, state,
+// derived buffers and the batch arena of its plan, as floats), so that a
+// hostile or mistaken job is refused at submission instead of failing an
+// allocation on every worker it reaches.
+inline constexpr uint64_t kMaxModelBytes = uint64_t{64} << 30;
 
 absl::StatusOr<tagi::v1::JobSpec> ParseJobSpecJson(const std::string& json);
 absl::StatusOr<tagi::v1::JobSpec> LoadJobSpecFile(const std::string& path);

@@ -100,6 +100,19 @@ TEST(JobSpec, AnActivationFirstNeedsAKnownInputWidth) {
                                              "input, which has 784 features")));
 }
 
+// Every field in range, but 256 layers of 65536 units at batch 65536 would
+// need terabytes on each worker: refused at submission, naming the size.
+TEST(JobSpec, AModelTooLargeForOneRankIsRefused) {
+  JobSpec spec = ValidSpec();
+  spec.set_batch_size(kMaxBatchSize);
+  spec.mutable_layers(0)->set_out_features(kMaxLayerWidth);
+  spec.mutable_layers(2)->set_in_features(kMaxLayerWidth);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers: the model needs"),
+                                    HasSubstr("MiB per rank at batch_size 65536")));
+  spec.set_batch_size(16);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
 TEST(JobSpec, EmptyLayerListIsRefused) {
   JobSpec spec = ValidSpec();
   spec.clear_layers();
