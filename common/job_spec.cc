@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -91,12 +92,47 @@ std::optional<spec::Architecture> BuildArchitecture(const JobSpec& job, Problems
 void CheckModelMemory(const spec::Architecture& arch, uint32_t batch, Problems& p) {
   const auto plan = spec::MakePlan(arch, {batch, 1});
   if (!plan.ok()) return;  // BuildArchitecture reported why
-  const uint64_t floats = 4 * uint64_t{plan->num_parameters} + plan->num_state +
-                          plan->derived_floats + plan->batch_floats;
+  const uint64_t floats = 4 * uint64_t{plan->num_parameters} + 2 * uint64_t{plan->num_state} +
+                          plan->derived_floats + plan->batch_floats + plan->workspace_floats;
   if (floats * sizeof(float) > kMaxModelBytes) {
     p.Add("layers: the model needs %d MiB per rank at batch_size %d (parameters, deltas and "
           "the batch's units and innovations); at most %d MiB are allowed",
           floats * sizeof(float) >> 20, batch, kMaxModelBytes >> 20);
+  }
+}
+
+// The image layers have no CUDA implementation yet (issue 13).
+bool CpuOnly(spec::LayerKind kind) {
+  using tagi::v1::Layer;
+  return kind == Layer::CONV2D || kind == Layer::AVG_POOL2D || kind == Layer::MAX_POOL2D ||
+         kind == Layer::BATCH_NORM || kind == Layer::LAYER_NORM;
+}
+
+// What the layers ask of the batch and the device.
+void CheckLayerNeeds(const spec::Architecture& arch, const JobSpec& spec, Problems& p) {
+  std::string path;
+  const uint32_t min_batch = spec::MinTrainBatch(arch, &path);
+  if (spec.batch_size() >= 1 && spec.batch_size() < min_batch) {
+    p.Add("batch_size: %d; %s normalises single values over the batch, which needs a batch of "
+          "at least %d (one sample has no variance)", spec.batch_size(), path, min_batch);
+  }
+  auto device = ParseDevice(spec.device());
+  if (device.ok() && *device >= 0) {
+    const std::function<void(const std::vector<spec::LayerSpec>&, const std::string&)> walk =
+        [&](const std::vector<spec::LayerSpec>& layers, const std::string& at) {
+          for (size_t i = 0; i < layers.size(); ++i) {
+            const spec::LayerSpec& l = layers[i];
+            const std::string here = absl::StrCat(at, "[", i, "]");
+            if (CpuOnly(l.kind)) {
+              p.Add("device: %s is a %s layer, which runs on the CPU only for now; use device "
+                    "\"cpu\"", here, spec::KindName(l.kind));
+              return;
+            }
+            walk(l.main, here + ".residual.main");
+            walk(l.shortcut, here + ".residual.shortcut");
+          }
+        };
+    walk(arch.layers, "layers");
   }
 }
 
@@ -249,6 +285,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (arch && spec.batch_size() >= 1 && spec.batch_size() <= kMaxBatchSize) {
     CheckModelMemory(*arch, spec.batch_size(), p);
   }
+  if (arch) CheckLayerNeeds(*arch, spec, p);
   CheckHead(spec, p);
   CheckData(spec.data(), p);
   CheckTraining(spec, p);

@@ -26,6 +26,8 @@ namespace tagi::spec {
 enum class InitRule : uint8_t {
   kWeight,  // mean ~ N(0, s^2), variance (gain_w s)^2; s from fan-in/out
   kBias,    // mean ~ N(0, s^2), variance (gain_b s)^2
+  kOne,     // a normalisation's scale: mean 1, variance 1 / fan_in (no gain)
+  kZero,    // a normalisation's shift: mean 0, variance 1 / fan_in (no gain)
 };
 
 struct BlockSpec {
@@ -71,6 +73,9 @@ class KindRules {
   virtual std::vector<StateSpec> State(const LayerSpec&, const Shape&) const { return {}; }
   virtual uint64_t Derived(const LayerSpec&, const Shape&) const { return 0; }
   virtual uint64_t ScratchPerSample(const LayerSpec&, const Shape&) const { return 0; }
+  // Floats of working memory for one call, shared by every layer (layers
+  // run one at a time): e.g. a convolution's im2col columns of one sample.
+  virtual uint64_t Workspace(const LayerSpec&, const Shape&) const { return 0; }
 };
 
 // The rules of a kind; nullptr for KIND_UNSPECIFIED and unknown numbers.
@@ -84,6 +89,10 @@ std::optional<Shape> InferSequence(const std::vector<LayerSpec>& layers, const S
 const KindRules& LinearRules();
 const KindRules& ActivationRules(LayerKind kind);
 const KindRules& ResidualRules();
+const KindRules& Conv2dRules();
+const KindRules& PoolRules(LayerKind kind);  // AVG_POOL2D, MAX_POOL2D
+const KindRules& BatchNormRules();
+const KindRules& LayerNormRules();
 
 // Conversion of a layer list from the proto (both forms; spec/network_proto.cc).
 std::vector<LayerSpec> LayersFromProto(

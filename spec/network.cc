@@ -51,9 +51,39 @@ void AppendLayers(const std::vector<LayerSpec>& layers, std::string* s) {
       AppendLayers(l.shortcut, &shortcut);
       absl::StrAppend(s, "-RES[", main.empty() ? "" : main.substr(1), "|",
                       shortcut.empty() ? "id" : shortcut.substr(1), "]");
+    } else if (l.kind == Layer::CONV2D || l.kind == Layer::AVG_POOL2D ||
+               l.kind == Layer::MAX_POOL2D) {
+      const char* name = l.kind == Layer::CONV2D ? "CONV" : l.kind == Layer::AVG_POOL2D ? "AVG"
+                                                                                        : "MAX";
+      absl::StrAppend(s, "-", name, "(");
+      if (l.kind == Layer::CONV2D) absl::StrAppend(s, l.out, ",");
+      absl::StrAppend(s, "k", l.kernel, ",s", l.stride);
+      if (l.padding > 0) {
+        absl::StrAppend(s, ",p", l.padding, l.padding_type == Layer::BOTTOM_RIGHT ? "br" : "");
+      }
+      absl::StrAppend(s, ")");
+    } else if (l.kind == Layer::BATCH_NORM || l.kind == Layer::LAYER_NORM) {
+      absl::StrAppend(s, l.kind == Layer::BATCH_NORM ? "-BN" : "-LN");
     } else {
       absl::StrAppend(s, "-", KindName(l.kind));
     }
+  }
+}
+
+// The largest, over the batch norms of a (valid) sequence, of the batch
+// that gives each at least two values per statistic; `path` is that layer's.
+void MinBatch(const std::vector<LayerSpec>& layers, Shape in, const std::string& at,
+              uint32_t* batch, std::string* path) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    const std::string here = absl::StrCat(at, "[", i, "]");
+    if (l.kind == Layer::BATCH_NORM && in.h * in.w < 2 && *batch < 2) {
+      *batch = 2;
+      *path = here;
+    }
+    MinBatch(l.main, in, here + ".residual.main", batch, path);
+    MinBatch(l.shortcut, in, here + ".residual.shortcut", batch, path);
+    in = OutputShape({l}, in);
   }
 }
 
@@ -81,6 +111,11 @@ const KindRules* RulesOf(LayerKind kind) {
     case Layer::SOFTPLUS:
     case Layer::MIXTURE_RELU: return &ActivationRules(kind);
     case Layer::RESIDUAL: return &ResidualRules();
+    case Layer::CONV2D: return &Conv2dRules();
+    case Layer::AVG_POOL2D:
+    case Layer::MAX_POOL2D: return &PoolRules(kind);
+    case Layer::BATCH_NORM: return &BatchNormRules();
+    case Layer::LAYER_NORM: return &LayerNormRules();
     default: return nullptr;
   }
 }
@@ -185,6 +220,14 @@ Shape OutputShape(const std::vector<LayerSpec>& layers, const Shape& input) {
   CheckContext ctx{&problems};
   const std::optional<Shape> out = InferSequence(layers, input, "layers", ctx);
   return out.value_or(Shape{0, 1, 1});
+}
+
+uint32_t MinTrainBatch(const Architecture& arch, std::string* path) {
+  uint32_t batch = 1;
+  std::string at;
+  MinBatch(arch.layers, arch.input, "layers", &batch, &at);
+  if (path != nullptr) *path = at;
+  return batch;
 }
 
 uint32_t Architecture::output_width() const {

@@ -48,11 +48,21 @@ struct Shape {
 
 // One layer. Each kind uses some of the attributes; the others stay at
 // their defaults (validation insists, so that equal networks compare equal).
+using Padding = tagi::v1::Layer::Padding;
+
 struct LayerSpec {
   LayerKind kind = tagi::v1::Layer::KIND_UNSPECIFIED;
-  uint32_t in = 0;     // LINEAR: in_features
-  uint32_t out = 0;    // LINEAR: out_features
+  uint32_t in = 0;     // LINEAR: in_features; CONV2D: in_channels; BATCH_NORM: num_features (0: any)
+  uint32_t out = 0;    // LINEAR: out_features; CONV2D: out_channels
   float slope = 0.0f;  // LEAKY_RELU: negative slope
+  // CONV2D and the pools: the window (stride resolved: never 0).
+  uint32_t kernel = 0;
+  uint32_t stride = 0;
+  uint32_t padding = 0;
+  Padding padding_type = tagi::v1::Layer::PADDING_UNSPECIFIED;
+  bool bias = false;       // CONV2D, BATCH_NORM, LAYER_NORM (resolved: unset means true)
+  float eps = 0.0f;        // BATCH_NORM, LAYER_NORM
+  float momentum = 0.0f;   // BATCH_NORM: weight of the old running value
   std::vector<LayerSpec> main;      // RESIDUAL
   std::vector<LayerSpec> shortcut;  // RESIDUAL; empty: identity
   bool operator==(const LayerSpec&) const = default;
@@ -81,6 +91,12 @@ struct Architecture {
   std::string ToString() const;
 };
 
+// Where a window's first row/column starts before the image: the padding
+// for SYMMETRIC, 0 for BOTTOM_RIGHT (shared/TAGI_CNN.md section 2).
+inline uint32_t PaddingOffset(const LayerSpec& l) {
+  return l.padding_type == tagi::v1::Layer::SYMMETRIC ? l.padding : 0;
+}
+
 // The name of a kind ("LINEAR"), or "KIND_<n>" for an unknown number.
 std::string KindName(LayerKind kind);
 
@@ -92,6 +108,13 @@ absl::Status ValidateArchitecture(const Architecture& arch);
 // The same, appending each problem to `problems` (for job validation,
 // which reports the job's other fields beside them).
 void CheckArchitecture(const Architecture& arch, std::vector<std::string>* problems);
+
+// The smallest per-rank training batch the network can learn from: 2 when
+// a BATCH_NORM normalises single values over the batch (a flat input, or
+// a 1x1 map), whose variance over one sample would be 0/0 (the reference's
+// B2); else 1. `path` (may be null) receives that layer's path.
+// REQUIRES: valid.
+uint32_t MinTrainBatch(const Architecture& arch, std::string* path);
 
 // The output shape of a layer sequence from `input`. REQUIRES: valid.
 Shape OutputShape(const std::vector<LayerSpec>& layers, const Shape& input);

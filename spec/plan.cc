@@ -1,5 +1,7 @@
 #include "spec/plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
@@ -91,6 +93,8 @@ class Planner {
     pl.derived = plan_.derived_floats;
     plan_.derived_floats += (pl.derived_count + align_ - 1) / align_ * align_;
     pl.scratch_per_sample = rules.ScratchPerSample(l, in_shape);
+    plan_.workspace_floats =
+        std::max(plan_.workspace_floats, static_cast<size_t>(rules.Workspace(l, in_shape)));
     plan_.layers.push_back(std::move(pl));
     Step step;
     step.op = Step::Op::kLayer;

@@ -9,6 +9,8 @@
 //               the delta arena mirrors it; nested layers included);
 //   state       S floats of non-parameter state (e.g. running statistics);
 //   derived     model-sized buffers an engine keeps per layer (mu_w^2);
+//   workspace   one call's working memory, shared by every layer (the
+//               largest of their needs: a convolution's im2col columns);
 //   batch       per boundary its units (mu, var), jcb when an activation
 //               produced it, its innovations (delta) and one partial
 //               innovation buffer per extra consumer (a fork: the input of a
@@ -108,6 +110,7 @@ struct Plan {
   size_t num_state = 0;       // S
   size_t derived_floats = 0;
   size_t batch_floats = 0;
+  size_t workspace_floats = 0;  // shared by every layer (the largest need)
 
   const BoundaryPlan& input() const { return boundaries.front(); }
   const BoundaryPlan& output() const { return boundaries.back(); }

@@ -177,7 +177,8 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
   timings_.allreduce_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   timings_.allreduce_bytes = buffer.size_bytes();
   const float scale = IsSumReduction(spec_) ? 1.0f : 1.0f / static_cast<float>(world_);
-  TAGI_ASSIGN_OR_RETURN(const float control, model_.EndReduce(scale));
+  TAGI_ASSIGN_OR_RETURN(const float control,
+                        model_.EndReduce(scale, 1.0f / static_cast<float>(world_)));
   *stop_agreed = control > 0.0f;
   return absl::OkStatus();
 }

@@ -318,8 +318,8 @@ void ReduceAlone(Engine& cpu, Engine& gpu, Reduce mode, float scale) {
   auto c = cpu.BeginReduce(false, 1.0f);
   auto g = gpu.BeginReduce(mode == Reduce::kDevice, 1.0f);
   ASSERT_TRUE(c.ok() && g.ok()) << c.status() << " / " << g.status();
-  auto c_end = cpu.EndReduce(scale);
-  auto g_end = gpu.EndReduce(scale);
+  auto c_end = cpu.EndReduce(scale, 1.0f);
+  auto g_end = gpu.EndReduce(scale, 1.0f);
   ASSERT_TRUE(c_end.ok() && g_end.ok()) << c_end.status() << " / " << g_end.status();
   EXPECT_EQ(*g_end, 1.0f);
 }
@@ -639,7 +639,7 @@ TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
   EXPECT_TRUE(std::equal(before.begin(), before.end(), host->begin()))
       << "the host reduce buffer is the packed CPU layout";
   for (float& v : *host) v *= 2.0f;  // what a world of two identical ranks sums to
-  auto control = gpu->EndReduce(0.5f);
+  auto control = gpu->EndReduce(0.5f, 1.0f);
   ASSERT_TRUE(control.ok()) << control.status();
   EXPECT_EQ(*control, 2.0f);
   ASSERT_TRUE(gpu->ReadDeltas(after).ok());
@@ -648,13 +648,13 @@ TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
   auto device = gpu->BeginReduce(/*device_memory=*/true, 1.0f);
   ASSERT_TRUE(device.ok()) << device.status();
   EXPECT_GE(device->size(), 2 * n + Model::kControlWords);
-  control = gpu->EndReduce(0.25f);
+  control = gpu->EndReduce(0.25f, 1.0f);
   ASSERT_TRUE(control.ok()) << control.status();
   EXPECT_EQ(*control, 1.0f);
   ASSERT_TRUE(gpu->ReadDeltas(after).ok());
   for (size_t k = 0; k < after.size(); ++k) ASSERT_EQ(after[k], 0.25f * before[k]) << k;
 
-  EXPECT_EQ(gpu->EndReduce(1.0f).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(gpu->EndReduce(1.0f, 1.0f).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // Runs everywhere: a device that does not exist is a clear error.

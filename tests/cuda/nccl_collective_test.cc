@@ -106,7 +106,7 @@ TEST(NcclCollective, WorldOfOnePublishesItsIdAndReducesHostAndDeviceMemory) {
   auto buffer = (*gpu)->BeginReduce(true, 1.0f);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   ASSERT_TRUE((*c)->AllReduceSum(*buffer, absl::Seconds(30)).ok());
-  auto control = (*gpu)->EndReduce(1.0f);
+  auto control = (*gpu)->EndReduce(1.0f, 1.0f);
   ASSERT_TRUE(control.ok()) << control.status();
   EXPECT_EQ(*control, 1.0f);
   ASSERT_TRUE((*gpu)->ReadDeltas(after).ok());

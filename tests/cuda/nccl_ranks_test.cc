@@ -115,7 +115,7 @@ TEST_F(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
       return;
     }
     st[r] = ranks[r]->AllReduceSum(*buffer, kTimeout);
-    auto c = gpus[r]->EndReduce(1.0f);
+    auto c = gpus[r]->EndReduce(1.0f, 1.0f);
     if (st[r].ok()) st[r] = c.status();
     if (c.ok()) control[r] = *c;
   });

@@ -98,14 +98,16 @@ absl::Status CpuEngine::TrainStep(const float* x, const int32_t* labels, const f
 
 absl::StatusOr<std::span<float>> CpuEngine::BeginReduce(bool /*device_memory*/, float control) {
   std::span<float> buffer = model_->reduce_buffer();
+  model_->StageState();
   buffer.back() = control;
   return buffer;
 }
 
-absl::StatusOr<float> CpuEngine::EndReduce(float scale) {
+absl::StatusOr<float> CpuEngine::EndReduce(float scale, float state_scale) {
   if (scale != 1.0f) {
     for (float& v : model_->deltas()) v *= scale;
   }
+  model_->TakeReducedState(state_scale);
   return model_->reduce_buffer().back();
 }
 

@@ -38,7 +38,7 @@ class CpuEngine final : public Engine {
   absl::Status TrainStep(const float* x, const int32_t* labels, const float* targets, size_t batch,
                          float sigma_v) override;
   absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
-  absl::StatusOr<float> EndReduce(float scale) override;
+  absl::StatusOr<float> EndReduce(float scale, float state_scale) override;
   absl::Status ApplyStep(float cap_factor) override;
 
  private:

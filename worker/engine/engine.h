@@ -13,9 +13,9 @@
 //
 // A data-parallel step is:
 //   TrainStep(...)                      forward, output update, backward
-//   span = BeginReduce(device, control)  packed deltas + control word
+//   span = BeginReduce(device, control)  packed deltas + state + control word
 //   collective.AllReduceSum(span)        (by the caller)
-//   control = EndReduce(scale)           back into the deltas, scaled
+//   control = EndReduce(scale, 1/world)  back into the deltas and state, scaled
 //   ApplyStep(cap_factor)
 // A single process skips the middle three calls.
 //
@@ -85,15 +85,18 @@ class Engine {
   virtual absl::Status TrainStep(const float* x, const int32_t* labels, const float* targets,
                                  size_t batch, float sigma_v) = 0;
 
-  // The buffer to all-reduce: the 2N deltas followed by Model::kControlWords
-  // floats, the first of which is set to `control`. In device memory when
+  // The buffer to all-reduce: the 2N deltas, a copy of the state (S
+  // floats) and Model::kControlWords floats, the first of which is set to
+  // `control`. In device memory when
   // `device_memory` is true and the engine has one (the caller's collective
   // must then take device pointers), else in host memory. Valid until
   // EndReduce.
   virtual absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) = 0;
   // Takes the reduced buffer back as the deltas, multiplied by `scale`
-  // (1 / world in average mode), and returns the reduced control word.
-  virtual absl::StatusOr<float> EndReduce(float scale) = 0;
+  // (1 / world in average mode), and the state, multiplied by
+  // `state_scale` (1 / world: every replica keeps the average), and
+  // returns the reduced control word.
+  virtual absl::StatusOr<float> EndReduce(float scale, float state_scale) = 0;
 
   // The capped update with the variance floor (TAGI.md section 7).
   virtual absl::Status ApplyStep(float cap_factor) = 0;

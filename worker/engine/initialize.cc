@@ -1,5 +1,6 @@
 #include "worker/engine/initialize.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/rng.h"
@@ -17,10 +18,16 @@ void InitializeParameters(const spec::Plan& plan, uint64_t seed, const InitOptio
     // He: s = sqrt(1 / fan_in) (1, not 2); Xavier: s = sqrt(2 / (fan_in + fan_out)).
     const double scale = options.method == InitMethod::kHe ? std::sqrt(1.0 / fan_in)
                                                            : std::sqrt(2.0 / (fan_in + fan_out));
-    const double gain = b.init == spec::InitRule::kWeight ? options.gain_w : options.gain_b;
-    const auto var = static_cast<float>((gain * scale) * (gain * scale));
     float* mu = arena.data() + block.offset;
     float* v = arena.data() + n + block.offset;
+    if (b.init == spec::InitRule::kOne || b.init == spec::InitRule::kZero) {
+      // A normalisation's scale and shift (TAGI_CNN.md section 6): no draw.
+      std::fill_n(mu, b.count, b.init == spec::InitRule::kOne ? 1.0f : 0.0f);
+      std::fill_n(v, b.count, static_cast<float>(1.0 / fan_in));
+      continue;
+    }
+    const double gain = b.init == spec::InitRule::kWeight ? options.gain_w : options.gain_b;
+    const auto var = static_cast<float>((gain * scale) * (gain * scale));
     for (size_t i = 0; i < b.count; ++i) {
       mu[i] = static_cast<float>(scale * rng.Normal());
       v[i] = var;

@@ -36,6 +36,7 @@ LayerIo StepIo(const spec::Plan& plan, const ArenaBases& a, const spec::Step& st
   io.delta_out = {a.batch + out.delta.mu, a.batch + out.delta.var};
   if (!in.is_input) io.delta_in = at(step.in_delta);
   io.scratch = a.batch + plan.layers[layer].scratch;
+  io.workspace = a.workspace;
   return io;
 }
 

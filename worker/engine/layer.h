@@ -10,7 +10,7 @@
 // output units (shared/TAGI.md section 2) and fills its parameter deltas
 // and, when delta_in is set, the innovations of its input units.
 //
-// One file per kind (linear.cc, activation.cc); MakeLayer (model.cc) is
+// One file per kind (linear.cc, activation.cc, conv2d.cc, pool.cc, norm.cc); MakeLayer (model.cc) is
 // the one switch that maps a kind to its class. Not thread-safe.
 #ifndef TAGI_WORKER_ENGINE_LAYER_H_
 #define TAGI_WORKER_ENGINE_LAYER_H_
@@ -44,6 +44,7 @@ struct LayerIo {
   float* state = nullptr;
   float* derived = nullptr;
   float* scratch = nullptr;
+  float* workspace = nullptr;  // shared by every layer: valid during one call only
 };
 
 // Where an engine's arenas begin, in host or device memory alike: the
@@ -56,6 +57,7 @@ struct ArenaBases {
   float* state = nullptr;
   float* derived = nullptr;
   float* batch = nullptr;
+  float* workspace = nullptr;
 };
 
 // The model-sized part of planned layer `layer`'s io (its parameter, delta

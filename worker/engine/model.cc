@@ -5,8 +5,11 @@
 
 #include "common/checksum.h"
 #include "worker/engine/activation.h"
+#include "worker/engine/conv2d.h"
 #include "worker/engine/linear.h"
+#include "worker/engine/norm.h"
 #include "worker/engine/output.h"
+#include "worker/engine/pool.h"
 
 namespace tagi::engine {
 namespace {
@@ -34,6 +37,16 @@ std::unique_ptr<Layer> MakeLayer(const spec::PlannedLayer& planned) {
   switch (s.kind) {
     case tagi::v1::Layer::LINEAR:
       return std::make_unique<Linear>(s.in, s.out);
+    case tagi::v1::Layer::CONV2D:
+      return std::make_unique<Conv2d>(planned);
+    case tagi::v1::Layer::AVG_POOL2D:
+      return std::make_unique<AvgPool2d>(planned);
+    case tagi::v1::Layer::MAX_POOL2D:
+      return std::make_unique<MaxPool2d>(planned);
+    case tagi::v1::Layer::BATCH_NORM:
+      return std::make_unique<BatchNorm>(planned);
+    case tagi::v1::Layer::LAYER_NORM:
+      return std::make_unique<LayerNorm>(planned);
     default:
       return std::make_unique<Activation>(s.kind, s.slope, planned.in.size());
   }
@@ -51,11 +64,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const Architecture& arch,
 void Model::Build() {
   for (const spec::PlannedLayer& l : plan_.layers) layers_.push_back(MakeLayer(l));
   params_.assign(2 * plan_.num_parameters, 0.0f);
-  deltas_.assign(2 * plan_.num_parameters + kControlWords, 0.0f);
+  deltas_.assign(2 * plan_.num_parameters + plan_.num_state + kControlWords, 0.0f);
   state_.assign(plan_.num_state, 0.0f);
   InitializeState(plan_, state_);
   derived_.assign(plan_.derived_floats, 0.0f);
   batch_.assign(plan_.batch_floats, 0.0f);
+  workspace_.assign(plan_.workspace_floats, 0.0f);
   const Architecture& arch = plan_.arch;
   if (arch.head.kind == HeadKind::kClassification) {
     tree_.emplace(static_cast<int>(arch.head.num_classes));
@@ -79,7 +93,7 @@ void Model::Initialize(uint64_t seed, const InitOptions& options) {
 
 ArenaBases Model::Bases() {
   return {params_.data(), deltas_.data(), plan_.num_parameters, state_.data(), derived_.data(),
-          batch_.data()};
+          batch_.data(), workspace_.data()};
 }
 
 void Model::ParametersChanged() {
@@ -87,7 +101,19 @@ void Model::ParametersChanged() {
 }
 
 uint64_t Model::ParameterFingerprint() const {
-  return Fingerprint64(params_.data(), params_.size() * sizeof(float));
+  const uint64_t params = Fingerprint64(params_.data(), params_.size() * sizeof(float));
+  if (state_.empty()) return params;
+  const uint64_t both[2] = {params, Fingerprint64(state_.data(), state_.size() * sizeof(float))};
+  return Fingerprint64(both, sizeof(both));
+}
+
+void Model::StageState() {
+  std::copy(state_.begin(), state_.end(), deltas_.begin() + 2 * num_parameters());
+}
+
+void Model::TakeReducedState(float scale) {
+  const float* reduced = deltas_.data() + 2 * num_parameters();
+  for (size_t i = 0; i < state_.size(); ++i) state_[i] = reduced[i] * scale;
 }
 
 void Model::Forward(const float* x, size_t batch, Mode mode) {

@@ -2,9 +2,9 @@
 //
 // Owns the arenas the plan lays out: parameters [mu of N][var of N] (every
 // layer's blocks, nested ones included, at the plan's offsets), deltas
-// mirroring them followed by kControlWords, state (S floats), derived
+// mirroring them followed by room for the state and kControlWords, state (S floats), derived
 // buffers and the batch arena (units, jcb and innovations of every
-// boundary, per-layer scratch), and one Layer object per planned layer.
+// boundary, per-layer scratch), the shared workspace, and one Layer object per planned layer.
 // So one data-parallel step all-reduces `deltas()` in a single call, and
 // the capped step is a pass over aligned slices.
 //
@@ -78,14 +78,21 @@ class Model {
   std::span<const float> deltas() const { return {deltas_.data(), 2 * num_parameters()}; }
   std::span<float> state() { return state_; }
   std::span<const float> state() const { return state_; }
-  // deltas() followed by kControlWords floats that the data-parallel step
-  // reduces together with the deltas (e.g. a stop vote), so that one
-  // all-reduce per step carries both.
+  // What one data-parallel step all-reduces, in one call: deltas(), then a
+  // copy of the state (StageState; the running statistics, which every
+  // replica must keep identical), then kControlWords floats (e.g. a stop
+  // vote).
   static constexpr size_t kControlWords = 1;
   std::span<float> reduce_buffer() { return deltas_; }
+  // Copies the state into reduce_buffer().
+  void StageState();
+  // Takes the reduced state back, multiplied by `scale` (1 / world: the
+  // replicas' average).
+  void TakeReducedState(float scale);
   // Call after writing parameters() directly (loading a file, a broadcast).
   void ParametersChanged();
-  // Fingerprint64 of the parameter arena: equal for bit-identical models.
+  // Fingerprint64 of the parameter arena, combined with that of the state
+  // when there is any: equal for bit-identical models.
   uint64_t ParameterFingerprint() const;
 
   // Forward pass of `batch` samples x [batch][input_width] (input variance
@@ -123,6 +130,7 @@ class Model {
   std::vector<float> state_;
   std::vector<float> derived_;
   std::vector<float> batch_;
+  std::vector<float> workspace_;
   std::optional<HsmTree> tree_;
   // Node probabilities for ClassProbabilities (no allocation per call).
   // mutable: scratch only, ClassProbabilities is logically const.

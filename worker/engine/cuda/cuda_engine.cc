@@ -281,7 +281,14 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architectur
   s->device = device;
   s->n = s->plan.num_parameters;
   s->n_pad = RoundUp(s->n);
-  for (const spec::PlannedLayer& l : s->plan.layers) s->layers.push_back(MakeCudaLayer(l));
+  for (const spec::PlannedLayer& l : s->plan.layers) {
+    s->layers.push_back(MakeCudaLayer(l));
+    if (s->layers.back() == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          l.path, ": ", spec::KindName(l.spec.kind),
+          " layers do not run on CUDA yet; run this job with device \"cpu\""));
+    }
+  }
   if (arch.head.kind == HeadKind::kClassification) {
     s->tree.emplace(static_cast<int>(arch.head.num_classes));
     s->node_scratch.resize(static_cast<size_t>(s->tree->output_width()));
@@ -597,7 +604,9 @@ absl::StatusOr<std::span<float>> CudaEngine::BeginReduce(bool device_memory, flo
   return std::span<float>(s.reduce_host.get(), size);
 }
 
-absl::StatusOr<float> CudaEngine::EndReduce(float scale) {
+// No CUDA layer keeps state yet (the image layers run on the CPU), so the
+// buffer has none and state_scale has nothing to scale.
+absl::StatusOr<float> CudaEngine::EndReduce(float scale, float /*state_scale*/) {
   CudaEngineState& s = *s_;
   TAGI_USE_DEVICE();
   const ReduceMode mode = s.reduce;

@@ -146,8 +146,15 @@ std::unique_ptr<CudaLayer> MakeCudaLayer(const spec::PlannedLayer& planned) {
   switch (s.kind) {
     case tagi::v1::Layer::LINEAR:
       return std::make_unique<CudaLinear>(s.in, s.out);
-    default:
+    case tagi::v1::Layer::RELU:
+    case tagi::v1::Layer::LEAKY_RELU:
+    case tagi::v1::Layer::SIGMOID:
+    case tagi::v1::Layer::TANH:
+    case tagi::v1::Layer::SOFTPLUS:
+    case tagi::v1::Layer::MIXTURE_RELU:
       return std::make_unique<CudaActivation>(s.kind, s.slope, planned.in.size());
+    default:
+      return nullptr;  // the image layers run on the CPU only for now
   }
 }
 

@@ -1,0 +1,201 @@
+#include "worker/engine/conv2d.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "worker/engine/blas.h"
+
+namespace tagi::engine {
+namespace {
+
+// The output cells [lo, hi) of one axis whose window element `e` reads a
+// cell inside the image: 0 <= o s + e - q < size.
+struct Range {
+  size_t lo = 0;
+  size_t hi = 0;
+};
+Range Valid(size_t out, size_t size, size_t stride, size_t e, size_t offset) {
+  // o s + e >= q  <=>  o >= ceil((q - e) / s) when e < q.
+  const size_t lo = e >= offset ? 0 : (offset - e + stride - 1) / stride;
+  // o s + e - q <= size - 1  <=>  o <= (size - 1 + q - e) / s.
+  if (size + offset < e + 1) return {0, 0};
+  const size_t hi = std::min(out, (size - 1 + offset - e) / stride + 1);
+  return {std::min(lo, hi), hi};
+}
+
+}  // namespace
+
+WindowGeometry WindowGeometry::Of(const spec::PlannedLayer& planned) {
+  WindowGeometry g;
+  g.channels = planned.in.c;
+  g.height = planned.in.h;
+  g.width = planned.in.w;
+  g.out_height = planned.out.h;
+  g.out_width = planned.out.w;
+  g.kernel = planned.spec.kernel;
+  g.stride = planned.spec.stride;
+  g.offset = spec::PaddingOffset(planned.spec);
+  return g;
+}
+
+void Im2Col(const WindowGeometry& g, const float* image, float* col) {
+  const size_t ho = g.out_height, wo = g.out_width, k = g.kernel, s = g.stride;
+  for (size_t c = 0; c < g.channels; ++c) {
+    const float* plane = image + c * g.in_size();
+    for (size_t i = 0; i < k; ++i) {
+      const Range ry = Valid(ho, g.height, s, i, g.offset);
+      for (size_t j = 0; j < k; ++j) {
+        const Range rx = Valid(wo, g.width, s, j, g.offset);
+        float* row = col + ((c * k + i) * k + j) * ho * wo;
+        std::fill(row, row + ry.lo * wo, 0.0f);
+        for (size_t y = ry.lo; y < ry.hi; ++y) {
+          float* out = row + y * wo;
+          // Rows and columns are inside the image here (x >= lo, y >= lo).
+          const float* in = plane + (y * s + i - g.offset) * g.width;
+          std::fill(out, out + rx.lo, 0.0f);
+          if (s == 1 && rx.hi > rx.lo) {
+            std::memcpy(out + rx.lo, in + rx.lo + j - g.offset, (rx.hi - rx.lo) * sizeof(float));
+          } else {
+            for (size_t x = rx.lo; x < rx.hi; ++x) out[x] = in[x * s + j - g.offset];
+          }
+          std::fill(out + rx.hi, out + wo, 0.0f);
+        }
+        std::fill(row + ry.hi * wo, row + ho * wo, 0.0f);
+      }
+    }
+  }
+}
+
+void Col2Im(const WindowGeometry& g, const float* col, float* image) {
+  const size_t ho = g.out_height, wo = g.out_width, k = g.kernel, s = g.stride;
+  std::fill(image, image + g.channels * g.in_size(), 0.0f);
+  for (size_t c = 0; c < g.channels; ++c) {
+    float* plane = image + c * g.in_size();
+    for (size_t i = 0; i < k; ++i) {
+      const Range ry = Valid(ho, g.height, s, i, g.offset);
+      for (size_t j = 0; j < k; ++j) {
+        const Range rx = Valid(wo, g.width, s, j, g.offset);
+        const float* row = col + ((c * k + i) * k + j) * ho * wo;
+        for (size_t y = ry.lo; y < ry.hi; ++y) {
+          const float* in = row + y * wo;
+          float* out = plane + (y * s + i - g.offset) * g.width;
+          for (size_t x = rx.lo; x < rx.hi; ++x) out[x * s + j - g.offset] += in[x];
+        }
+      }
+    }
+  }
+}
+
+Conv2d::Conv2d(const spec::PlannedLayer& planned)
+    : g_(WindowGeometry::Of(planned)),
+      out_(planned.spec.out),
+      rows_(g_.channels * g_.kernel * g_.kernel),
+      bias_(planned.spec.bias) {}
+
+void Conv2d::Refresh(const LayerIo& io) {
+  const float* mu_w = io.params[0].mu;
+  const float* var_w = io.params[0].var;
+  float* mu_w_sq = io.derived;
+  float* w_second = io.derived + weights();
+  for (size_t i = 0; i < weights(); ++i) {
+    const float m = mu_w[i];
+    mu_w_sq[i] = m * m;
+    w_second[i] = m * m + var_w[i];
+  }
+}
+
+void Conv2d::Forward(const LayerIo& io, Mode /*mode*/) {
+  const size_t p = g_.out_size();
+  const size_t in_n = g_.channels * g_.in_size();
+  const size_t out_n = out_ * p;
+  const GaussianView w = io.params[0];
+  float* col_mu = io.workspace;
+  float* col_sq = col_mu + rows_ * p;
+  float* col_var = col_sq + rows_ * p;
+  for (size_t b = 0; b < io.batch; ++b) {
+    float* mu_z = io.out.mu + b * out_n;
+    float* var_z = io.out.var + b * out_n;
+    float beta = 0.0f;
+    if (bias_) {
+      for (size_t o = 0; o < out_; ++o) {
+        std::fill_n(mu_z + o * p, p, io.params[1].mu[o]);
+        std::fill_n(var_z + o * p, p, io.params[1].var[o]);
+      }
+      beta = 1.0f;
+    }
+    Im2Col(g_, io.in.mu + b * in_n, col_mu);
+    for (size_t i = 0; i < rows_ * p; ++i) col_sq[i] = col_mu[i] * col_mu[i];
+    // mu_z = mu_w * mu_a (+ mu_b)
+    Gemm(Trans::kNo, Trans::kNo, out_, p, rows_, w.mu, rows_, col_mu, p, beta, mu_z, p);
+    // var_z = (mu_w^2 + var_w) * var_a + var_w * mu_a^2 (+ var_b); the
+    // data's variance is zero, which skips the first product.
+    if (!io.input_is_data) {
+      Im2Col(g_, io.in.var + b * in_n, col_var);
+      Gemm(Trans::kNo, Trans::kNo, out_, p, rows_, io.derived + weights(), rows_, col_var, p,
+           beta, var_z, p);
+      beta = 1.0f;
+    }
+    Gemm(Trans::kNo, Trans::kNo, out_, p, rows_, w.var, rows_, col_sq, p, beta, var_z, p);
+  }
+}
+
+void Conv2d::Backward(const LayerIo& io) {
+  const size_t p = g_.out_size();
+  const size_t in_n = g_.channels * g_.in_size();
+  const size_t out_n = out_ * p;
+  const GaussianView w = io.params[0];
+  const GaussianView dw = io.deltas[0];
+  float* col_a = io.workspace;
+  float* col_b = col_a + rows_ * p;
+  // Weight deltas, summed over samples and positions against the same
+  // prior: var_w * (delta_mu_z mu_a^T), var_w^2 * (delta_var_z (mu_a^2)^T).
+  for (size_t b = 0; b < io.batch; ++b) {
+    const float beta = b == 0 ? 0.0f : 1.0f;
+    Im2Col(g_, io.in.mu + b * in_n, col_a);
+    for (size_t i = 0; i < rows_ * p; ++i) col_b[i] = col_a[i] * col_a[i];
+    Gemm(Trans::kNo, Trans::kYes, out_, rows_, p, io.delta_out.mu + b * out_n, p, col_a, p, beta,
+         dw.mu, rows_);
+    Gemm(Trans::kNo, Trans::kYes, out_, rows_, p, io.delta_out.var + b * out_n, p, col_b, p,
+         beta, dw.var, rows_);
+  }
+  {
+    const float* __restrict var_w = w.var;
+    float* __restrict dmw = dw.mu;
+    float* __restrict dvw = dw.var;
+    for (size_t i = 0; i < weights(); ++i) {
+      dmw[i] *= var_w[i];
+      dvw[i] *= var_w[i] * var_w[i];
+    }
+  }
+  if (bias_) {
+    const GaussianView db = io.deltas[1];
+    const float* var_b = io.params[1].var;
+    for (size_t o = 0; o < out_; ++o) {
+      float sum_mu = 0.0f;
+      float sum_var = 0.0f;
+      for (size_t b = 0; b < io.batch; ++b) {
+        const float* dmu = io.delta_out.mu + b * out_n + o * p;
+        const float* dvar = io.delta_out.var + b * out_n + o * p;
+        for (size_t i = 0; i < p; ++i) {
+          sum_mu += dmu[i];
+          sum_var += dvar[i];
+        }
+      }
+      db.mu[o] = var_b[o] * sum_mu;
+      db.var[o] = var_b[o] * var_b[o] * sum_var;
+    }
+  }
+  if (io.delta_in.mu == nullptr) return;
+  // Innovations of the input: the transposed convolutions of the output
+  // innovations with mu_w and mu_w^2, scattered back by col2im.
+  for (size_t b = 0; b < io.batch; ++b) {
+    Gemm(Trans::kYes, Trans::kNo, rows_, p, out_, w.mu, rows_, io.delta_out.mu + b * out_n, p,
+         0.0f, col_a, p);
+    Col2Im(g_, col_a, io.delta_in.mu + b * in_n);
+    Gemm(Trans::kYes, Trans::kNo, rows_, p, out_, io.derived, rows_,
+         io.delta_out.var + b * out_n, p, 0.0f, col_b, p);
+    Col2Im(g_, col_b, io.delta_in.var + b * in_n);
+  }
+}
+
+}  // namespace tagi::engine

@@ -1,0 +1,59 @@
+// Conv2d: the TAGI convolution (shared/TAGI_CNN.md section 3) on the CPU.
+//
+// A TAGI convolution is seven ordinary ones: forward mu_w*mu_a,
+// (mu_w^2 + var_w)*var_a and var_w*mu_a^2; backward-data with mu_w and
+// mu_w^2; backward-weights with mu_a and mu_a^2. Each is one SGEMM per
+// sample over the sample's im2col columns ([in * k^2][output positions],
+// zeros where a window reads padding, so padding adds nothing to any sum)
+// in the shared workspace; backward-data scatters its columns back with
+// col2im. Blocks: weights [out][in][k][k], then biases [out] when bias is
+// on. Derived: mu_w^2 then mu_w^2 + var_w. No allocation.
+#ifndef TAGI_WORKER_ENGINE_CONV2D_H_
+#define TAGI_WORKER_ENGINE_CONV2D_H_
+
+#include "spec/plan.h"
+#include "worker/engine/layer.h"
+
+namespace tagi::engine {
+
+// The geometry of one windowed layer (convolutions and pools).
+struct WindowGeometry {
+  size_t channels = 0;  // input
+  size_t height = 0;
+  size_t width = 0;
+  size_t out_height = 0;
+  size_t out_width = 0;
+  size_t kernel = 0;
+  size_t stride = 0;
+  size_t offset = 0;  // rows/columns of padding before the image
+  static WindowGeometry Of(const spec::PlannedLayer& planned);
+  size_t in_size() const { return height * width; }
+  size_t out_size() const { return out_height * out_width; }
+};
+
+// col[(c k + i) k + j][y out_width + x] = image[c][y s + i - q][x s + j - q],
+// 0 where that reads padding. `image` is one sample [channels][height][width].
+void Im2Col(const WindowGeometry& g, const float* image, float* col);
+// The adjoint: image[c][r][t] = the sum of the col entries that read it
+// (overwrites `image`).
+void Col2Im(const WindowGeometry& g, const float* col, float* image);
+
+class Conv2d final : public Layer {
+ public:
+  explicit Conv2d(const spec::PlannedLayer& planned);
+
+  void Forward(const LayerIo& io, Mode mode) override;
+  void Backward(const LayerIo& io) override;
+  void Refresh(const LayerIo& io) override;
+
+ private:
+  size_t weights() const { return out_ * rows_; }
+  WindowGeometry g_;
+  size_t out_;   // output channels
+  size_t rows_;  // in * k^2
+  bool bias_;
+};
+
+}  // namespace tagi::engine
+
+#endif  // TAGI_WORKER_ENGINE_CONV2D_H_

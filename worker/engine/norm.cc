@@ -1,0 +1,188 @@
+#include "worker/engine/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <utility>
+
+namespace tagi::engine {
+namespace {
+
+// The TAGI product of gamma with the standardised input, plus beta, over
+// `n` values of one channel that share (mean, r = 1/sqrt(var + eps)).
+void Normalise(const float* mu_a, const float* var_a, size_t n, float mean, float r, float mu_g,
+               float var_g, float mu_b, float var_b, float* mu_z, float* var_z) {
+  const float second = mu_g * mu_g + var_g;
+  for (size_t i = 0; i < n; ++i) {
+    const float centred = mu_a[i] - mean;
+    mu_z[i] = r * centred * mu_g + mu_b;
+    var_z[i] = r * r * (var_a[i] * second + var_g * centred * centred) + var_b;
+  }
+}
+
+// Sums, over `n` values of one channel, of the parameter deltas' terms.
+struct ParamSums {
+  double gamma_mu = 0.0;
+  double gamma_var = 0.0;
+  double beta_mu = 0.0;
+  double beta_var = 0.0;
+};
+void AddParamSums(const float* mu_a, const float* dmu, const float* dvar, size_t n, float mean,
+                  float r, float var_g, ParamSums* sums) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = r * (mu_a[i] - mean) * var_g;
+    sums->gamma_mu += g * dmu[i];
+    sums->gamma_var += g * g * dvar[i];
+    sums->beta_mu += dmu[i];
+    sums->beta_var += dvar[i];
+  }
+}
+
+void StoreParamDeltas(const LayerIo& io, size_t c, const ParamSums& s, bool bias) {
+  io.deltas[0].mu[c] = static_cast<float>(s.gamma_mu);
+  io.deltas[0].var[c] = static_cast<float>(s.gamma_var);
+  if (!bias) return;
+  const float var_b = io.params[1].var[c];
+  io.deltas[1].mu[c] = static_cast<float>(var_b * s.beta_mu);
+  io.deltas[1].var[c] = static_cast<float>(var_b * var_b * s.beta_var);
+}
+
+// (mean, variance) over the given values: the spread of the means plus
+// the sum of the variances, over count - 1 (at least 1).
+template <typename Each>
+std::pair<float, float> Statistics(size_t count, Each&& each) {
+  double sum = 0.0;
+  each([&](const float* mu, const float*, size_t n) {
+    for (size_t i = 0; i < n; ++i) sum += mu[i];
+  });
+  const double mean = sum / static_cast<double>(count);
+  double spread = 0.0;
+  double var_sum = 0.0;
+  each([&](const float* mu, const float* var, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const double d = mu[i] - mean;
+      spread += d * d;
+      var_sum += var[i];
+    }
+  });
+  const double divisor = static_cast<double>(std::max<size_t>(count, 2) - 1);
+  return {static_cast<float>(mean), static_cast<float>((spread + var_sum) / divisor)};
+}
+
+}  // namespace
+
+BatchNorm::BatchNorm(const spec::PlannedLayer& planned)
+    : channels_(planned.in.c),
+      positions_(size_t{planned.in.h} * planned.in.w),
+      eps_(planned.spec.eps),
+      momentum_(planned.spec.momentum),
+      bias_(planned.spec.bias) {}
+
+void BatchNorm::Forward(const LayerIo& io, Mode mode) {
+  const size_t sample = channels_ * positions_;
+  float* running_mu = io.state;
+  float* running_var = io.state + channels_;
+  float* first = io.state + 2 * channels_;
+  float* batch_mu = io.derived;
+  float* batch_var = io.derived + channels_;
+  const bool train = mode == Mode::kTrain;
+  // The first training batch replaces the initial running statistics.
+  const float m = *first > 0.0f ? 0.0f : momentum_;
+  for (size_t c = 0; c < channels_; ++c) {
+    float mean = running_mu[c];
+    float var = running_var[c];
+    if (train) {
+      std::tie(mean, var) = Statistics(io.batch * positions_, [&](auto&& f) {
+        for (size_t b = 0; b < io.batch; ++b) {
+          const size_t at = b * sample + c * positions_;
+          f(io.in.mu + at, io.in.var + at, positions_);
+        }
+      });
+      batch_mu[c] = mean;
+      batch_var[c] = var;
+      running_mu[c] = m * running_mu[c] + (1.0f - m) * mean;
+      running_var[c] = m * running_var[c] + (1.0f - m) * var;
+    }
+    const float r = 1.0f / std::sqrt(var + eps_);
+    const float mu_b = bias_ ? io.params[1].mu[c] : 0.0f;
+    const float var_b = bias_ ? io.params[1].var[c] : 0.0f;
+    for (size_t b = 0; b < io.batch; ++b) {
+      const size_t at = b * sample + c * positions_;
+      Normalise(io.in.mu + at, io.in.var + at, positions_, mean, r, io.params[0].mu[c],
+                io.params[0].var[c], mu_b, var_b, io.out.mu + at, io.out.var + at);
+    }
+  }
+  if (train) *first = 0.0f;
+}
+
+void BatchNorm::Backward(const LayerIo& io) {
+  const size_t sample = channels_ * positions_;
+  for (size_t c = 0; c < channels_; ++c) {
+    const float mean = io.derived[c];
+    const float r = 1.0f / std::sqrt(io.derived[channels_ + c] + eps_);
+    const float mu_g = io.params[0].mu[c];
+    ParamSums sums;
+    for (size_t b = 0; b < io.batch; ++b) {
+      const size_t at = b * sample + c * positions_;
+      AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
+                   r, io.params[0].var[c], &sums);
+      if (io.delta_in.mu == nullptr) continue;
+      const float k = r * mu_g;
+      for (size_t i = 0; i < positions_; ++i) {
+        io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
+        io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
+      }
+    }
+    StoreParamDeltas(io, c, sums, bias_);
+  }
+}
+
+LayerNorm::LayerNorm(const spec::PlannedLayer& planned)
+    : channels_(planned.in.c),
+      positions_(size_t{planned.in.h} * planned.in.w),
+      eps_(planned.spec.eps),
+      bias_(planned.spec.bias) {}
+
+void LayerNorm::Forward(const LayerIo& io, Mode /*mode*/) {
+  const size_t sample = channels_ * positions_;
+  for (size_t b = 0; b < io.batch; ++b) {
+    const float* mu_a = io.in.mu + b * sample;
+    const float* var_a = io.in.var + b * sample;
+    const auto [mean, var] =
+        Statistics(sample, [&](auto&& f) { f(mu_a, var_a, sample); });
+    io.scratch[2 * b] = mean;
+    io.scratch[2 * b + 1] = var;
+    const float r = 1.0f / std::sqrt(var + eps_);
+    for (size_t c = 0; c < channels_; ++c) {
+      const size_t at = c * positions_;
+      Normalise(mu_a + at, var_a + at, positions_, mean, r, io.params[0].mu[c],
+                io.params[0].var[c], bias_ ? io.params[1].mu[c] : 0.0f,
+                bias_ ? io.params[1].var[c] : 0.0f, io.out.mu + b * sample + at,
+                io.out.var + b * sample + at);
+    }
+  }
+}
+
+void LayerNorm::Backward(const LayerIo& io) {
+  const size_t sample = channels_ * positions_;
+  for (size_t c = 0; c < channels_; ++c) {
+    ParamSums sums;
+    const float mu_g = io.params[0].mu[c];
+    for (size_t b = 0; b < io.batch; ++b) {
+      const size_t at = b * sample + c * positions_;
+      const float mean = io.scratch[2 * b];
+      const float r = 1.0f / std::sqrt(io.scratch[2 * b + 1] + eps_);
+      AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
+                   r, io.params[0].var[c], &sums);
+      if (io.delta_in.mu == nullptr) continue;
+      const float k = r * mu_g;
+      for (size_t i = 0; i < positions_; ++i) {
+        io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
+        io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
+      }
+    }
+    StoreParamDeltas(io, c, sums, bias_);
+  }
+}
+
+}  // namespace tagi::engine
