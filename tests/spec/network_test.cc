@@ -98,6 +98,137 @@ TEST(Network, HierarchicalSoftmaxNeedsItsWidthAtTheEnd) {
   EXPECT_THAT(Problems(a), AllOf(HasSubstr("10 outputs"), HasSubstr("need 11")));
 }
 
+TEST(Network, ImageLayersInferShapesParametersAndState) {
+  // The reference's MNIST CNN (TAGI_CNN.md section 11.3): 28 -> 27 -> 13 -> 9 -> 4.
+  Architecture a = Regression(
+      {1, 28, 28}, {Conv(1, 32, 4, 1, 1, false), Act(), BN(), Avg(3, 2), Conv(32, 64, 5, 1, 0, false),
+                    Act(), BN(), Avg(3, 2), Lin(1024, 256), Act(), Lin(256, 11)});
+  a.head = {HeadKind::kClassification, 10};
+  ASSERT_TRUE(ValidateArchitecture(a).ok()) << ValidateArchitecture(a);
+  EXPECT_EQ(OutputShape({a.layers.begin(), a.layers.begin() + 1}, a.input), (Shape{32, 27, 27}));
+  EXPECT_EQ(OutputShape({a.layers.begin(), a.layers.begin() + 4}, a.input), (Shape{32, 13, 13}));
+  EXPECT_EQ(OutputShape({a.layers.begin(), a.layers.begin() + 8}, a.input), (Shape{64, 4, 4}));
+  // Convolutions 32*16 + 64*32*25, batch norms 2*(32 + 64), linears.
+  EXPECT_EQ(a.num_parameters(), 512u + 51200 + 192 + 1024 * 256 + 256 + 256 * 11 + 11);
+  // Running mean, variance and the first-batch flag of each batch norm.
+  EXPECT_EQ(a.num_state(), (32u + 32 + 1) + (64 + 64 + 1));
+  EXPECT_EQ(a.ToString(),
+            "1x28x28-CONV(32,k4,s1,p1)-RELU-BN-AVG(k3,s2)-CONV(64,k5,s1)-RELU-BN-AVG(k3,s2)-256-"
+            "RELU-11 hsm(10)");
+}
+
+TEST(Network, ResNet18ExampleHasTheReferenceParameterCount) {
+  auto job = LoadJobSpecFile(TAGI_SOURCE_DIR "/examples/cifar10_resnet18.json");
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto arch = JobArchitecture(*job);
+  ASSERT_TRUE(arch.ok()) << arch.status();
+  // TAGI_CNN.md section 11.1: 11,690,571 parameter means.
+  EXPECT_EQ(arch->num_parameters(), 11690571u);
+  EXPECT_EQ(arch->output_width(), 11u);
+  // Stride-2 blocks halve the map: 32 -> 16 -> 8 -> 4, then the global pool.
+  const LayerSpec& block3 = arch->layers[5];
+  EXPECT_EQ(OutputShape({block3}, {64, 32, 32}), (Shape{128, 16, 16}));
+}
+
+TEST(Network, ImpossibleGeometryIsNamedWithItsSizes) {
+  const struct {
+    Architecture arch;
+    const char* want;
+  } cases[] = {
+      {Regression({1, 4, 4}, {Conv(1, 2, 5), Lin(2, 1)}),
+       "layers[0].kernel_size: 5 is larger than its input's height of 4 (4 with padding)"},
+      {Regression({1, 28, 28}, {Conv(1, 2, 3, 2, 1), Lin(2, 1)}),
+       "layers[0].stride: height 28 + padding 2 - kernel 3 = 27 is not a multiple of stride 2"},
+      {Regression({1, 6, 5}, {Avg(2, 2), Lin(1, 1)}),  // the height divides, the width not
+       "layers[0].stride: width 5 + padding 0 - kernel 2 = 3 is not a multiple of stride 2"},
+      {Regression({1, 8, 8}, {Avg(2, 2, 1)}), "layers[0].padding_type: padding 1 needs a padding "
+                                              "type"},
+      {Regression({1, 8, 8}, {Conv(1, 1, 3, 1, 3)}), "layers[0].padding: 3; expected less than "
+                                                      "the kernel size 3"},
+      {Regression({3, 8, 8}, {Conv(1, 2, 3)}), "layers[0].in_channels: 1 does not match its "
+                                                "input, which has 3 channels (shape 3x8x8)"},
+      {Regression({3, 8, 8}, {Conv(3, 2, 0)}), "layers[0].kernel_size: 0; expected 1..64"},
+      {Regression({3, 8, 8}, {Conv(3, 2, 3, 0)}), "layers[0].stride: 0; expected 1..64"},
+      {Regression({3, 8, 8}, {Res({Conv(3, 3, 2, 2)})}),
+       "layers[0].residual: the main branch ends in shape 3x4x4 but the identity shortcut in "
+       "3x8x8"},
+      {Regression({3, 8, 8}, {BN(true, 1.0f)}), "layers[0].momentum: 1; expected a value in [0, 1)"},
+      {Regression({3, 8, 8}, {LN(true, 0.0f)}), "layers[0].eps: 0; expected a value in (0, 1]"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(Problems(c.arch), HasSubstr(c.want)) << c.arch.ToString();
+  }
+  LayerSpec bn = BN();
+  bn.in = 4;
+  EXPECT_THAT(Problems(Regression({3, 8, 8}, {bn})),
+              HasSubstr("layers[0].num_features: 4 does not match its input, which has 3 channels"));
+}
+
+TEST(Network, BothPaddingTypesAndStridesPastTheKernel) {
+  // ResNet18's stride-2 convolutions: SYMMETRIC p1 does not divide on 32,
+  // BOTTOM_RIGHT p1 gives 16; a 1x1 stride-2 projection skips pixels (B6).
+  EXPECT_THAT(Problems(Regression({1, 32, 32}, {Conv(1, 1, 3, 2, 1)})), HasSubstr("stride"));
+  EXPECT_EQ(OutputShape({Conv(1, 1, 3, 2, 1, true, Layer::BOTTOM_RIGHT)}, {1, 32, 32}),
+            (Shape{1, 16, 16}));
+  EXPECT_EQ(OutputShape({Conv(2, 3, 1, 2)}, {2, 5, 5}), (Shape{3, 3, 3}));
+  // Non-square images (the reference's Q3) and a padded, overlapping pool.
+  EXPECT_EQ(OutputShape({Conv(1, 2, 3, 1, 1), Avg(3, 2, 1, Layer::SYMMETRIC)}, {1, 5, 7}),
+            (Shape{2, 3, 4}));
+  EXPECT_EQ(OutputShape({Max(2, 2, 1, Layer::BOTTOM_RIGHT)}, {1, 5, 3}), (Shape{1, 3, 2}));
+}
+
+TEST(Network, BatchNormOverSingleValuesNeedsABatchOfTwo) {
+  std::string path;
+  EXPECT_EQ(MinTrainBatch(Regression({4, 1, 1}, {Lin(4, 4), BN()}), &path), 2u);
+  EXPECT_EQ(path, "layers[1]");
+  EXPECT_EQ(MinTrainBatch(Regression({4, 1, 1}, {Res({Lin(4, 4), BN()})}), &path), 2u);
+  EXPECT_EQ(path, "layers[0].residual.main[1]");
+  EXPECT_EQ(MinTrainBatch(Regression({2, 2, 2}, {Conv(2, 2, 2), BN()}), &path), 2u);  // 1x1 map
+  EXPECT_EQ(MinTrainBatch(Regression({2, 2, 2}, {BN(), LN()}), &path), 1u);
+
+  auto job = ParseJobSpecJson(R"({
+    "layers": [{"linear": {"inFeatures": 784, "outFeatures": 16}}, {"batchNorm": {}},
+               {"linear": {"inFeatures": 16, "outFeatures": 11}}],
+    "head": {"classification": {"numClasses": 10}},
+    "data": {"kind": "FASHION_MNIST"}, "noise": {"sigmaV": 1}, "batchSize": 1, "epochs": 1
+  })");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_THAT(std::string(ValidateJobSpec(*job).message()),
+              HasSubstr("batch_size: 1; layers[1] normalises single values over the batch"));
+  job->set_batch_size(2);
+  EXPECT_TRUE(ValidateJobSpec(*job).ok()) << ValidateJobSpec(*job);
+  job->set_device("cuda:0");
+  EXPECT_THAT(std::string(ValidateJobSpec(*job).message()),
+              HasSubstr("device: layers[1] is a BATCH_NORM layer, which runs on the CPU only"));
+}
+
+TEST(NetworkProto, ImageLayersRoundTripAndTakeTheReferenceDefaults) {
+  auto job = ParseJobSpecJson(R"({
+    "input": {"channels": 1, "height": 28, "width": 28},
+    "layers": [
+      {"conv2d": {"inChannels": 1, "outChannels": 4, "kernelSize": 3, "padding": 1}},
+      {"batchNorm": {}}, {"layerNorm": {"bias": false}},
+      {"maxPool2d": {"kernelSize": 2}}, {"avgPool2d": {"kernelSize": 3, "stride": 2, "padding": 1,
+                                                       "paddingType": "BOTTOM_RIGHT"}},
+      {"linear": {"inFeatures": 196, "outFeatures": 11}}
+    ],
+    "head": {"classification": {"numClasses": 10}},
+    "data": {"kind": "FASHION_MNIST"}, "noise": {"sigmaV": 1}, "batchSize": 4, "epochs": 1
+  })");
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto arch = JobArchitecture(*job);
+  ASSERT_TRUE(arch.ok()) << arch.status();
+  const std::vector<LayerSpec>& l = arch->layers;
+  EXPECT_EQ(l[0], Conv(1, 4, 3, 1, 1, true, Layer::SYMMETRIC));  // type and bias defaulted
+  EXPECT_EQ(l[1], BN(true, 0.9f, 1e-5f));
+  EXPECT_EQ(l[2], LN(false));
+  EXPECT_EQ(l[3], Max(2, 2));  // stride defaults to the kernel
+  EXPECT_EQ(l[4], Avg(3, 2, 1, Layer::BOTTOM_RIGHT));
+  auto back = ArchitectureFromProto(ArchitectureToProto(*arch));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *arch);
+}
+
 TEST(NetworkProto, RoundTripsThroughTheOneofForm) {
   Architecture a = Regression({1, 28, 28}, {Lin(784, 8), Act(v1::Layer::LEAKY_RELU, 0.25f),
                                             Res({Lin(8, 8), Act(v1::Layer::MIXTURE_RELU)},
