@@ -85,6 +85,15 @@ const KindRules* RulesOf(LayerKind kind);
 std::optional<Shape> InferSequence(const std::vector<LayerSpec>& layers, const Shape& in,
                                    const std::string& path, CheckContext& ctx);
 
+// How many samples a convolution puts side by side in one set of im2col
+// columns, so that its matrix products are wide enough to run near the
+// BLAS's peak (at least about kConvColumns columns) when a sample's output
+// map is small.
+inline constexpr uint64_t kConvColumns = 2048;
+inline uint64_t ConvChunk(uint64_t positions) {
+  return positions >= kConvColumns ? 1 : kConvColumns / positions;
+}
+
 // Per-kind rule objects (spec/kinds/*.cc).
 const KindRules& LinearRules();
 const KindRules& ActivationRules(LayerKind kind);

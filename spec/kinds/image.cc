@@ -140,14 +140,17 @@ class Conv2d final : public KindRules {
   uint64_t Derived(const LayerSpec& spec, const Shape&) const override {
     return 2 * uint64_t{spec.out} * spec.in * spec.kernel * spec.kernel;
   }
-  // Three column matrices [in * k^2][output positions] of one sample (the
-  // engine's im2col): means, variances and squared means.
+  // For a chunk of ConvChunk samples side by side (the engine's im2col):
+  // three column matrices [in * k^2][chunk * output positions] and two
+  // output matrices [out][chunk * output positions].
   uint64_t Workspace(const LayerSpec& spec, const Shape& in) const override {
     std::vector<std::string> ignored;
     CheckContext quiet{&ignored};
     const std::optional<Shape> out = WindowShape(spec, in, spec.out, "", quiet);
     if (!out) return 0;
-    return 3 * uint64_t{spec.in} * spec.kernel * spec.kernel * out->h * out->w;
+    const uint64_t positions = uint64_t{out->h} * out->w;
+    const uint64_t columns = ConvChunk(positions) * positions;
+    return (3 * uint64_t{spec.in} * spec.kernel * spec.kernel + 2 * uint64_t{spec.out}) * columns;
   }
 };
 

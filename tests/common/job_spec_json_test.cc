@@ -67,7 +67,7 @@ TEST(JobSpecJson, WrongTypeIsNamed) {
 }
 
 TEST(JobSpecJson, UnknownEnumNameIsNamed) {
-  EXPECT_THAT(ParseError(R"({"layers": [{"kind": "CONV2D"}]})"), HasSubstr("CONV2D"));
+  EXPECT_THAT(ParseError(R"({"layers": [{"kind": "CONV3D"}]})"), HasSubstr("CONV3D"));
   EXPECT_THAT(ParseError(R"({"reduction": "MEDIAN"})"), HasSubstr("MEDIAN"));
 }
 

@@ -38,7 +38,7 @@ WindowGeometry WindowGeometry::Of(const spec::PlannedLayer& planned) {
   return g;
 }
 
-void Im2Col(const WindowGeometry& g, const float* image, float* col) {
+void Im2Col(const WindowGeometry& g, const float* image, float* col, size_t ld) {
   const size_t ho = g.out_height, wo = g.out_width, k = g.kernel, s = g.stride;
   for (size_t c = 0; c < g.channels; ++c) {
     const float* plane = image + c * g.in_size();
@@ -46,7 +46,7 @@ void Im2Col(const WindowGeometry& g, const float* image, float* col) {
       const Range ry = Valid(ho, g.height, s, i, g.offset);
       for (size_t j = 0; j < k; ++j) {
         const Range rx = Valid(wo, g.width, s, j, g.offset);
-        float* row = col + ((c * k + i) * k + j) * ho * wo;
+        float* row = col + ((c * k + i) * k + j) * ld;
         std::fill(row, row + ry.lo * wo, 0.0f);
         for (size_t y = ry.lo; y < ry.hi; ++y) {
           float* out = row + y * wo;
@@ -66,7 +66,7 @@ void Im2Col(const WindowGeometry& g, const float* image, float* col) {
   }
 }
 
-void Col2Im(const WindowGeometry& g, const float* col, float* image) {
+void Col2Im(const WindowGeometry& g, const float* col, size_t ld, float* image) {
   const size_t ho = g.out_height, wo = g.out_width, k = g.kernel, s = g.stride;
   std::fill(image, image + g.channels * g.in_size(), 0.0f);
   for (size_t c = 0; c < g.channels; ++c) {
@@ -75,7 +75,7 @@ void Col2Im(const WindowGeometry& g, const float* col, float* image) {
       const Range ry = Valid(ho, g.height, s, i, g.offset);
       for (size_t j = 0; j < k; ++j) {
         const Range rx = Valid(wo, g.width, s, j, g.offset);
-        const float* row = col + ((c * k + i) * k + j) * ho * wo;
+        const float* row = col + ((c * k + i) * k + j) * ld;
         for (size_t y = ry.lo; y < ry.hi; ++y) {
           const float* in = row + y * wo;
           float* out = plane + (y * s + i - g.offset) * g.width;
@@ -108,34 +108,48 @@ void Conv2d::Forward(const LayerIo& io, Mode /*mode*/) {
   const size_t p = g_.out_size();
   const size_t in_n = g_.channels * g_.in_size();
   const size_t out_n = out_ * p;
+  const size_t chunk = std::min(io.batch, static_cast<size_t>(spec::ConvChunk(p)));
+  const size_t ld = chunk * p;
   const GaussianView w = io.params[0];
   float* col_mu = io.workspace;
-  float* col_sq = col_mu + rows_ * p;
-  float* col_var = col_sq + rows_ * p;
-  for (size_t b = 0; b < io.batch; ++b) {
-    float* mu_z = io.out.mu + b * out_n;
-    float* var_z = io.out.var + b * out_n;
+  float* col_sq = col_mu + rows_ * ld;
+  float* col_var = col_sq + rows_ * ld;
+  float* z_mu = col_var + rows_ * ld;
+  float* z_var = z_mu + out_ * ld;
+  for (size_t first = 0; first < io.batch; first += chunk) {
+    const size_t m = std::min(chunk, io.batch - first);
+    const size_t n = m * p;  // columns in use (ld stays the row stride)
+    for (size_t b = 0; b < m; ++b) Im2Col(g_, io.in.mu + (first + b) * in_n, col_mu + b * p, ld);
+    for (size_t i = 0; i < rows_ * ld; ++i) col_sq[i] = col_mu[i] * col_mu[i];
+    // mu_z = mu_w * mu_a
+    Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.mu, rows_, col_mu, ld, 0.0f, z_mu, ld);
+    // var_z = (mu_w^2 + var_w) * var_a + var_w * mu_a^2; the data's variance
+    // is zero, which skips the first product.
     float beta = 0.0f;
-    if (bias_) {
-      for (size_t o = 0; o < out_; ++o) {
-        std::fill_n(mu_z + o * p, p, io.params[1].mu[o]);
-        std::fill_n(var_z + o * p, p, io.params[1].var[o]);
-      }
-      beta = 1.0f;
-    }
-    Im2Col(g_, io.in.mu + b * in_n, col_mu);
-    for (size_t i = 0; i < rows_ * p; ++i) col_sq[i] = col_mu[i] * col_mu[i];
-    // mu_z = mu_w * mu_a (+ mu_b)
-    Gemm(Trans::kNo, Trans::kNo, out_, p, rows_, w.mu, rows_, col_mu, p, beta, mu_z, p);
-    // var_z = (mu_w^2 + var_w) * var_a + var_w * mu_a^2 (+ var_b); the
-    // data's variance is zero, which skips the first product.
     if (!io.input_is_data) {
-      Im2Col(g_, io.in.var + b * in_n, col_var);
-      Gemm(Trans::kNo, Trans::kNo, out_, p, rows_, io.derived + weights(), rows_, col_var, p,
-           beta, var_z, p);
+      for (size_t b = 0; b < m; ++b) {
+        Im2Col(g_, io.in.var + (first + b) * in_n, col_var + b * p, ld);
+      }
+      Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, io.derived + weights(), rows_, col_var, ld,
+           0.0f, z_var, ld);
       beta = 1.0f;
     }
-    Gemm(Trans::kNo, Trans::kNo, out_, p, rows_, w.var, rows_, col_sq, p, beta, var_z, p);
+    Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.var, rows_, col_sq, ld, beta, z_var, ld);
+    // [out][sample, position] -> [sample][out][position], plus the biases.
+    for (size_t b = 0; b < m; ++b) {
+      for (size_t o = 0; o < out_; ++o) {
+        const float mb = bias_ ? io.params[1].mu[o] : 0.0f;
+        const float vb = bias_ ? io.params[1].var[o] : 0.0f;
+        const float* zm = z_mu + o * ld + b * p;
+        const float* zv = z_var + o * ld + b * p;
+        float* mu_z = io.out.mu + (first + b) * out_n + o * p;
+        float* var_z = io.out.var + (first + b) * out_n + o * p;
+        for (size_t i = 0; i < p; ++i) {
+          mu_z[i] = zm[i] + mb;
+          var_z[i] = zv[i] + vb;
+        }
+      }
+    }
   }
 }
 
@@ -143,20 +157,43 @@ void Conv2d::Backward(const LayerIo& io) {
   const size_t p = g_.out_size();
   const size_t in_n = g_.channels * g_.in_size();
   const size_t out_n = out_ * p;
+  const size_t chunk = std::min(io.batch, static_cast<size_t>(spec::ConvChunk(p)));
+  const size_t ld = chunk * p;
   const GaussianView w = io.params[0];
   const GaussianView dw = io.deltas[0];
   float* col_a = io.workspace;
-  float* col_b = col_a + rows_ * p;
-  // Weight deltas, summed over samples and positions against the same
-  // prior: var_w * (delta_mu_z mu_a^T), var_w^2 * (delta_var_z (mu_a^2)^T).
-  for (size_t b = 0; b < io.batch; ++b) {
-    const float beta = b == 0 ? 0.0f : 1.0f;
-    Im2Col(g_, io.in.mu + b * in_n, col_a);
-    for (size_t i = 0; i < rows_ * p; ++i) col_b[i] = col_a[i] * col_a[i];
-    Gemm(Trans::kNo, Trans::kYes, out_, rows_, p, io.delta_out.mu + b * out_n, p, col_a, p, beta,
-         dw.mu, rows_);
-    Gemm(Trans::kNo, Trans::kYes, out_, rows_, p, io.delta_out.var + b * out_n, p, col_b, p,
-         beta, dw.var, rows_);
+  float* col_b = col_a + rows_ * ld;
+  float* dz_mu = col_b + 2 * rows_ * ld;
+  float* dz_var = dz_mu + out_ * ld;
+  for (size_t first = 0; first < io.batch; first += chunk) {
+    const size_t m = std::min(chunk, io.batch - first);
+    const size_t n = m * p;
+    // The output innovations as [out][sample, position].
+    for (size_t b = 0; b < m; ++b) {
+      for (size_t o = 0; o < out_; ++o) {
+        std::memcpy(dz_mu + o * ld + b * p, io.delta_out.mu + (first + b) * out_n + o * p,
+                    p * sizeof(float));
+        std::memcpy(dz_var + o * ld + b * p, io.delta_out.var + (first + b) * out_n + o * p,
+                    p * sizeof(float));
+      }
+    }
+    // Weight deltas, summed over samples and positions against the same
+    // prior: var_w * (delta_mu_z mu_a^T), var_w^2 * (delta_var_z (mu_a^2)^T)
+    // (the factors are applied after the sum).
+    const float beta = first == 0 ? 0.0f : 1.0f;
+    for (size_t b = 0; b < m; ++b) Im2Col(g_, io.in.mu + (first + b) * in_n, col_a + b * p, ld);
+    for (size_t i = 0; i < rows_ * ld; ++i) col_b[i] = col_a[i] * col_a[i];
+    Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_mu, ld, col_a, ld, beta, dw.mu, rows_);
+    Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_var, ld, col_b, ld, beta, dw.var, rows_);
+    if (io.delta_in.mu == nullptr) continue;
+    // Innovations of the input: the transposed convolutions of the output
+    // innovations with mu_w and mu_w^2, scattered back by col2im.
+    Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, w.mu, rows_, dz_mu, ld, 0.0f, col_a, ld);
+    Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, io.derived, rows_, dz_var, ld, 0.0f, col_b, ld);
+    for (size_t b = 0; b < m; ++b) {
+      Col2Im(g_, col_a + b * p, ld, io.delta_in.mu + (first + b) * in_n);
+      Col2Im(g_, col_b + b * p, ld, io.delta_in.var + (first + b) * in_n);
+    }
   }
   {
     const float* __restrict var_w = w.var;
@@ -167,34 +204,22 @@ void Conv2d::Backward(const LayerIo& io) {
       dvw[i] *= var_w[i] * var_w[i];
     }
   }
-  if (bias_) {
-    const GaussianView db = io.deltas[1];
-    const float* var_b = io.params[1].var;
-    for (size_t o = 0; o < out_; ++o) {
-      float sum_mu = 0.0f;
-      float sum_var = 0.0f;
-      for (size_t b = 0; b < io.batch; ++b) {
-        const float* dmu = io.delta_out.mu + b * out_n + o * p;
-        const float* dvar = io.delta_out.var + b * out_n + o * p;
-        for (size_t i = 0; i < p; ++i) {
-          sum_mu += dmu[i];
-          sum_var += dvar[i];
-        }
+  if (!bias_) return;
+  const GaussianView db = io.deltas[1];
+  const float* var_b = io.params[1].var;
+  for (size_t o = 0; o < out_; ++o) {
+    float sum_mu = 0.0f;
+    float sum_var = 0.0f;
+    for (size_t b = 0; b < io.batch; ++b) {
+      const float* dmu = io.delta_out.mu + b * out_n + o * p;
+      const float* dvar = io.delta_out.var + b * out_n + o * p;
+      for (size_t i = 0; i < p; ++i) {
+        sum_mu += dmu[i];
+        sum_var += dvar[i];
       }
-      db.mu[o] = var_b[o] * sum_mu;
-      db.var[o] = var_b[o] * var_b[o] * sum_var;
     }
-  }
-  if (io.delta_in.mu == nullptr) return;
-  // Innovations of the input: the transposed convolutions of the output
-  // innovations with mu_w and mu_w^2, scattered back by col2im.
-  for (size_t b = 0; b < io.batch; ++b) {
-    Gemm(Trans::kYes, Trans::kNo, rows_, p, out_, w.mu, rows_, io.delta_out.mu + b * out_n, p,
-         0.0f, col_a, p);
-    Col2Im(g_, col_a, io.delta_in.mu + b * in_n);
-    Gemm(Trans::kYes, Trans::kNo, rows_, p, out_, io.derived, rows_,
-         io.delta_out.var + b * out_n, p, 0.0f, col_b, p);
-    Col2Im(g_, col_b, io.delta_in.var + b * in_n);
+    db.mu[o] = var_b[o] * sum_mu;
+    db.var[o] = var_b[o] * var_b[o] * sum_var;
   }
 }
 

@@ -3,7 +3,8 @@
 // A TAGI convolution is seven ordinary ones: forward mu_w*mu_a,
 // (mu_w^2 + var_w)*var_a and var_w*mu_a^2; backward-data with mu_w and
 // mu_w^2; backward-weights with mu_a and mu_a^2. Each is one SGEMM per
-// sample over the sample's im2col columns ([in * k^2][output positions],
+// chunk of samples (spec::ConvChunk: enough that the products are wide)
+// over the chunk's im2col columns ([in * k^2][chunk * output positions],
 // zeros where a window reads padding, so padding adds nothing to any sum)
 // in the shared workspace; backward-data scatters its columns back with
 // col2im. Blocks: weights [out][in][k][k], then biases [out] when bias is
@@ -31,12 +32,14 @@ struct WindowGeometry {
   size_t out_size() const { return out_height * out_width; }
 };
 
-// col[(c k + i) k + j][y out_width + x] = image[c][y s + i - q][x s + j - q],
-// 0 where that reads padding. `image` is one sample [channels][height][width].
-void Im2Col(const WindowGeometry& g, const float* image, float* col);
+// col[((c k + i) k + j) ld + y out_width + x] = image[c][y s + i - q][x s + j - q],
+// 0 where that reads padding. `image` is one sample [channels][height][width];
+// `ld` (>= out_height * out_width) is the row stride of col, so that several
+// samples' columns can sit side by side.
+void Im2Col(const WindowGeometry& g, const float* image, float* col, size_t ld);
 // The adjoint: image[c][r][t] = the sum of the col entries that read it
 // (overwrites `image`).
-void Col2Im(const WindowGeometry& g, const float* col, float* image);
+void Col2Im(const WindowGeometry& g, const float* col, size_t ld, float* image);
 
 class Conv2d final : public Layer {
  public:
