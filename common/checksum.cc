@@ -44,6 +44,14 @@ uint64_t Fingerprint64(const void* data, size_t size) {
   return Mix64(h);
 }
 
+uint64_t ModelFingerprint(const float* parameters, size_t num_parameters, const float* state,
+                          size_t num_state) {
+  const uint64_t params = Fingerprint64(parameters, num_parameters * sizeof(float));
+  if (num_state == 0) return params;
+  const uint64_t both[2] = {params, Fingerprint64(state, num_state * sizeof(float))};
+  return Fingerprint64(both, sizeof(both));
+}
+
 std::string FingerprintHex(uint64_t fingerprint) {
   return absl::StrFormat("%016x", fingerprint);
 }

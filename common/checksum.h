@@ -19,6 +19,12 @@ uint32_t Crc32(const void* data, size_t size, uint32_t crc = 0);
 // finaliser). Not cryptographic; stable across platforms and builds.
 uint64_t Fingerprint64(const void* data, size_t size);
 
+// The "parameter checksum" of a model: Fingerprint64 of its parameter
+// arena, combined with that of its state (running statistics) when it has
+// any, so models without state keep their checksums.
+uint64_t ModelFingerprint(const float* parameters, size_t num_parameters, const float* state,
+                          size_t num_state);
+
 // 16 lowercase hex digits.
 std::string FingerprintHex(uint64_t fingerprint);
 

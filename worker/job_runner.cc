@@ -405,7 +405,8 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     std::vector<float> state(model->num_state());
     TAGI_RETURN_IF_ERROR(model->ReadState(state));
     header.set_checksum(
-        FingerprintHex(Fingerprint64(parameters.data(), parameters.size() * sizeof(float))));
+        FingerprintHex(
+        ModelFingerprint(parameters.data(), parameters.size(), state.data(), state.size())));
     TAGI_RETURN_IF_ERROR(client.UploadModel(
         header,
         engine::EncodeModelFile(model->architecture(), trainer.preprocessing(), parameters, state)));

@@ -173,7 +173,8 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& 
   std::vector<float> state(model->num_state());
   TAGI_RETURN_IF_ERROR(model->ReadState(state));
   const std::string checksum =
-      FingerprintHex(Fingerprint64(parameters.data(), parameters.size() * sizeof(float)));
+      FingerprintHex(
+        ModelFingerprint(parameters.data(), parameters.size(), state.data(), state.size()));
   if (!opt.out.empty()) {
     TAGI_RETURN_IF_ERROR(
         engine::SaveModelFile(opt.out, arch, trainer.preprocessing(), parameters, state));

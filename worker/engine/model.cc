@@ -101,10 +101,7 @@ void Model::ParametersChanged() {
 }
 
 uint64_t Model::ParameterFingerprint() const {
-  const uint64_t params = Fingerprint64(params_.data(), params_.size() * sizeof(float));
-  if (state_.empty()) return params;
-  const uint64_t both[2] = {params, Fingerprint64(state_.data(), state_.size() * sizeof(float))};
-  return Fingerprint64(both, sizeof(both));
+  return ModelFingerprint(params_.data(), params_.size(), state_.data(), state_.size());
 }
 
 void Model::StageState() {
