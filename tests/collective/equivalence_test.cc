@@ -90,6 +90,34 @@ JobSpec Spec(uint32_t batch, JobSpec::Reduction reduction, bool residual = false
   return spec;
 }
 
+// A small image network over the 16 inputs as a 1x4x4 image: a padded
+// convolution, a batch norm over its map, an average pool, and a batch
+// norm over the features of a Linear: parameters and running statistics
+// of every kind in the one all-reduce.
+JobSpec CnnSpec(uint32_t batch) {
+  JobSpec spec = Spec(batch, JobSpec::SUM);
+  spec.mutable_input()->set_channels(1);
+  spec.mutable_input()->set_height(4);
+  spec.mutable_input()->set_width(4);
+  const tagi::v1::Layer head = spec.layers(spec.layers_size() - 1);
+  spec.clear_layers();
+  auto* conv = spec.add_layers()->mutable_conv2d();
+  conv->set_in_channels(1);
+  conv->set_out_channels(4);
+  conv->set_kernel_size(3);
+  conv->set_padding(1);
+  spec.add_layers()->mutable_relu();
+  spec.add_layers()->mutable_batch_norm();
+  spec.add_layers()->mutable_avg_pool2d()->set_kernel_size(2);
+  auto* linear = spec.add_layers()->mutable_linear();
+  linear->set_in_features(16);
+  linear->set_out_features(kHidden);
+  spec.add_layers()->mutable_batch_norm();
+  spec.add_layers()->mutable_relu();
+  *spec.add_layers() = head;
+  return spec;
+}
+
 // Random inputs in [-1, 1]; the label is the largest of the first ten
 // features, so there is something to learn.
 data::Dataset RandomSplit(size_t n, uint64_t seed) {
@@ -201,6 +229,7 @@ absl::StatusOr<std::unique_ptr<Collective>> Connect(Backend backend, Store& stor
 
 struct RankRun {
   std::vector<float> params;
+  std::vector<float> state;
   std::vector<absl::Status> steps;  // up to and including the first failure
 };
 
@@ -222,6 +251,8 @@ void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::Lo
     if (!run.steps.back().ok()) break;
   }
   run.params = Params(engine.model());
+  const auto state = engine.model().state();
+  run.state.assign(state.begin(), state.end());
 }
 
 // Two ranks, each with its own model, trainer and collective member.
@@ -333,6 +364,27 @@ TEST_P(EquivalenceTest, SumModeResidualNetworkTwoRanksOfEightMatchOneProcessOfSi
   EXPECT_EQ(runs[0].params, runs[1].params) << "ranks are not bit-identical";
   EXPECT_GT(initial.size(), Params(*MakeModel(Spec(16, JobSpec::SUM))).size());
   const Diff moved = MaxScaledDiff(single, initial);
+  EXPECT_GT(std::min(moved.mean, moved.var), 1e-2);
+}
+
+// Batch statistics are per rank (as in the reference and PyTorch DDP), so
+// two ranks do not equal one process here; but the running statistics are
+// averaged in the step's all-reduce, so the replicas stay bit-identical,
+// parameters and state alike.
+TEST_P(EquivalenceTest, ImageNetworkReplicasStayBitIdenticalRunningStatisticsIncluded) {
+  const JobSpec spec = CnnSpec(8);
+  auto initial = MakeModel(spec);
+  ASSERT_NE(initial, nullptr);
+  const auto runs = TrainRanks(GetParam(), spec, data_, kSteps);
+  ExpectAllOk(runs, kSteps);
+  EXPECT_EQ(runs[0].params, runs[1].params) << "ranks are not bit-identical";
+  ASSERT_EQ(runs[0].state.size(), (4u + 4 + 1) + (kHidden + kHidden + 1));
+  EXPECT_EQ(runs[0].state, runs[1].state) << "running statistics differ between ranks";
+  // Not vacuous: the running statistics moved from their start (0, 1, 1).
+  const auto start = initial->state();
+  EXPECT_NE(runs[0].state, std::vector<float>(start.begin(), start.end()));
+  EXPECT_EQ(runs[0].state[8], 0.0f) << "the first-batch flag is cleared";
+  const Diff moved = MaxScaledDiff(runs[0].params, Params(*initial));
   EXPECT_GT(std::min(moved.mean, moved.var), 1e-2);
 }
 

@@ -58,7 +58,27 @@ std::string ResidualJobJson() {
   "head": {"classification": {"numClasses": 10}},
   "data": {"kind": "FASHION_MNIST", "trainLimit": 4000, "testLimit": 500},
   "noise": {"sigmaV": 1.0},
-  "batchSize": 16, "epochs": 3, "seed": 11, "reduction": "SUM", "worldSize": 2,
+  "batchSize": 16, "epochs": 8, "seed": 11, "reduction": "SUM", "worldSize": 2,
+  "snapshotInterval": 20, "device": "cpu"
+})";
+}
+
+// A small CNN (a padded convolution, batch norm, average pool, a linear
+// head over Fashion-MNIST as 1x28x28 images): parameters and running
+// statistics must both resume exactly.
+std::string CnnJobJson() {
+  return R"({
+  "name": "fault-cnn",
+  "input": {"channels": 1, "height": 28, "width": 28},
+  "layers": [
+    {"conv2d": {"inChannels": 1, "outChannels": 4, "kernelSize": 3, "padding": 1}},
+    {"relu": {}}, {"batchNorm": {}}, {"avgPool2d": {"kernelSize": 4}},
+    {"linear": {"inFeatures": 196, "outFeatures": 11}}
+  ],
+  "head": {"classification": {"numClasses": 10}},
+  "data": {"kind": "FASHION_MNIST", "trainLimit": 3200, "testLimit": 500},
+  "noise": {"sigmaV": 0.5},
+  "batchSize": 16, "epochs": 6, "seed": 13, "reduction": "SUM", "worldSize": 2,
   "snapshotInterval": 20, "device": "cpu"
 })";
 }
@@ -163,11 +183,14 @@ TEST_F(FaultTest, WorkerKilledAtFiveRandomStepsJobSucceedsWithTheSameModel) {
   }
 }
 
-TEST_F(FaultTest, ResidualNetworkWorkerKilledMidJobResumesToTheSameModel) {
+class FaultNetworkTest : public FaultTest,
+                         public ::testing::WithParamInterface<std::pair<const char*, std::string>> {};
+
+TEST_P(FaultNetworkTest, WorkerKilledMidJobResumesToTheSameModel) {
   StartCoordinator(2, {"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"});
   std::vector<ChildProcess*> workers;
   for (int i = 0; i < 3; ++i) workers.push_back(&StartWorker());  // two ranks and a spare
-  const std::string job_file = WriteJob("residual", ResidualJobJson());
+  const std::string job_file = WriteJob(GetParam().first, GetParam().second);
   const std::string reference = ReferenceChecksum(job_file);
   ASSERT_FALSE(reference.empty());
 
@@ -186,6 +209,11 @@ TEST_F(FaultTest, ResidualNetworkWorkerKilledMidJobResumesToTheSameModel) {
   EXPECT_EQ(done->restarts(), 1u);
   EXPECT_EQ(done->model_checksum(), reference) << "the resumed run ended with another model";
 }
+
+INSTANTIATE_TEST_SUITE_P(Networks, FaultNetworkTest,
+                         ::testing::Values(std::pair{"residual", ResidualJobJson()},
+                                           std::pair{"cnn", CnnJobJson()}),
+                         [](const auto& info) { return std::string(info.param.first); });
 
 TEST_F(FaultTest, StoppedWorkerIsDetectedReplacedAndRejoinsIdleAfterSigcont) {
   StartCoordinator(2, {"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"});
