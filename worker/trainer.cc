@@ -148,6 +148,13 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
     targets_.resize(b * train.output_dim);
   }
   reserve_status_ = model_.Reserve(std::max(b, options_.eval_batch));
+  if (reserve_status_.ok() && spec.sync_batch_norm() && options_.collective != nullptr) {
+    reserve_status_ = model_.SetBatchSync(
+        [this](std::span<float> values) {
+          return options_.collective->AllReduceSum(values, options_.collective_timeout);
+        },
+        static_cast<size_t>(world_));
+  }
 }
 
 void Trainer::GatherBatch(uint64_t epoch, size_t step) {

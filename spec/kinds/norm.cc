@@ -81,8 +81,8 @@ class BatchNorm final : public KindRules {
     return {{in.c, 0.0f}, {in.c, 1.0f}, {1, 1.0f}};
   }
   // The statistics of the last training batch (mean, variance per
-  // channel), which backward uses.
-  uint64_t Derived(const LayerSpec&, const Shape& in) const override { return 2 * uint64_t{in.c}; }
+  // channel), which backward uses, and room for the synchronised sums.
+  uint64_t Derived(const LayerSpec&, const Shape& in) const override { return 3 * uint64_t{in.c}; }
 };
 
 class LayerNorm final : public KindRules {

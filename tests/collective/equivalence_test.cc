@@ -388,6 +388,45 @@ TEST_P(EquivalenceTest, ImageNetworkReplicasStayBitIdenticalRunningStatisticsInc
   EXPECT_GT(std::min(moved.mean, moved.var), 1e-2);
 }
 
+// Synchronised batch norm: batch statistics over the global batch, so two
+// ranks of 8 train the image network as one process of 16 (SUM mode), the
+// running statistics included (averaged across the identical replicas).
+TEST_P(EquivalenceTest, SyncBatchNormTwoRanksOfEightMatchOneProcessOfSixteen) {
+  JobSpec one = CnnSpec(16);
+  one.set_sync_batch_norm(true);  // a no-op in one process
+  JobSpec two = CnnSpec(8);
+  two.set_sync_batch_norm(true);
+  auto initial = MakeModel(one);
+  ASSERT_NE(initial, nullptr);
+  auto model = MakeModel(one);
+  ASSERT_NE(model, nullptr);
+  engine::CpuEngine engine(std::move(model));
+  RealClock clock;
+  Trainer trainer(one, engine, data_, clock, TrainerOptions{});
+  for (size_t s = 0; s < kSteps; ++s) ASSERT_TRUE(trainer.Step(0, s).ok());
+  const std::vector<float> single = Params(engine.model());
+  const auto single_state = engine.model().state();
+
+  const auto runs = TrainRanks(GetParam(), two, data_, kSteps);
+  ExpectAllOk(runs, kSteps);
+  EXPECT_EQ(runs[0].params, runs[1].params) << "ranks are not bit-identical";
+  EXPECT_EQ(runs[0].state, runs[1].state);
+  const Diff d = MaxScaledDiff(runs[0].params, single);
+  EXPECT_LE(d.mean, kTolerance) << "mean arena";
+  EXPECT_LE(d.var, kTolerance) << "variance arena";
+  ASSERT_EQ(runs[0].state.size(), single_state.size());
+  for (size_t i = 0; i < single_state.size(); ++i) {
+    EXPECT_NEAR(runs[0].state[i], single_state[i], kTolerance * std::max(1.0f, std::abs(single_state[i])))
+        << "running statistic " << i;
+  }
+  const Diff moved = MaxScaledDiff(single, Params(*initial));
+  EXPECT_GT(std::min(moved.mean, moved.var), 1e-2);
+  // Without the synchronisation the ranks normalise by their own halves:
+  // not the single process (the test above would see it).
+  const auto unsynced = TrainRanks(GetParam(), CnnSpec(8), data_, kSteps);
+  EXPECT_GT(MaxScaledDiff(unsynced[0].params, single).mean, 10 * kTolerance);
+}
+
 TEST_P(EquivalenceTest, AverageModeMatchesItsDefinition) {
   const JobSpec spec = Spec(8, JobSpec::AVERAGE);
   const auto runs = TrainRanks(GetParam(), spec, data_, kSteps);

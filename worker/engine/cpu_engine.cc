@@ -93,7 +93,7 @@ absl::Status CpuEngine::ClassProbabilities(size_t batch, float* probs) {
 absl::Status CpuEngine::TrainStep(const float* x, const int32_t* labels, const float* targets,
                                   size_t batch, float sigma_v) {
   model_->TrainStepLocal(x, labels, targets, batch, sigma_v);
-  return absl::OkStatus();
+  return model_->TakeSyncStatus();
 }
 
 absl::StatusOr<std::span<float>> CpuEngine::BeginReduce(bool /*device_memory*/, float control) {
@@ -109,6 +109,12 @@ absl::StatusOr<float> CpuEngine::EndReduce(float scale, float state_scale) {
   }
   model_->TakeReducedState(state_scale);
   return model_->reduce_buffer().back();
+}
+
+absl::Status CpuEngine::SetBatchSync(std::function<absl::Status(std::span<float>)> sum,
+                                     size_t world) {
+  model_->SetBatchSync(std::move(sum), world);
+  return absl::OkStatus();
 }
 
 absl::Status CpuEngine::ApplyStep(float cap_factor) {

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -100,6 +101,12 @@ class Engine {
 
   // The capped update with the variance floor (TAGI.md section 7).
   virtual absl::Status ApplyStep(float cap_factor) = 0;
+
+  // Synchronised batch norm (Model::SetBatchSync): training steps take
+  // batch statistics over every replica through `sum`; a failed sum fails
+  // the TrainStep that made it.
+  virtual absl::Status SetBatchSync(std::function<absl::Status(std::span<float>)> sum,
+                                    size_t world) = 0;
 };
 
 }  // namespace tagi::engine

@@ -17,6 +17,8 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
+#include <span>
 
 #include "spec/plan.h"
 #include "worker/engine/gaussian.h"
@@ -28,6 +30,16 @@ namespace tagi::engine {
 enum class Mode { kTrain, kEval };
 
 inline constexpr size_t kMaxBlocksPerLayer = 4;
+
+// Synchronised batch statistics: `sum` adds a vector over every replica's
+// batch in place (an all-reduce, the same calls in the same order on every
+// rank), `world` replicas each with the same batch. A failed sum returns
+// false; the layer then finishes on whatever it has and the executor
+// reports the failure after the step (see Model::TakeSyncStatus).
+struct BatchSync {
+  std::function<bool(std::span<float>)> sum;
+  size_t world = 1;
+};
 
 struct LayerIo {
   size_t batch = 0;
@@ -45,6 +57,7 @@ struct LayerIo {
   float* derived = nullptr;
   float* scratch = nullptr;
   float* workspace = nullptr;  // shared by every layer: valid during one call only
+  const BatchSync* sync = nullptr;  // training only, when statistics span the replicas
 };
 
 // Where an engine's arenas begin, in host or device memory alike: the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/checksum.h"
 #include "worker/engine/activation.h"
@@ -120,7 +121,9 @@ void Model::Forward(const float* x, size_t batch, Mode mode) {
   std::memset(input.var, 0, batch * input_width() * sizeof(float));
   for (const spec::Step& step : plan_.steps) {
     if (step.op == spec::Step::Op::kLayer) {
-      layers_[static_cast<size_t>(step.layer)]->Forward(StepIo(plan_, Bases(), step, batch), mode);
+      LayerIo io = StepIo(plan_, Bases(), step, batch);
+      if (mode == Mode::kTrain && batch_sync_) io.sync = &*batch_sync_;
+      layers_[static_cast<size_t>(step.layer)]->Forward(io, mode);
       continue;
     }
     // A residual merge: the branches are independent, so means and
@@ -188,6 +191,18 @@ void Model::ApplyStep(float cap_factor) {
     layers_[l]->ApplyStep(ModelIo(plan_, Bases(), l), inv_cap, kVarianceFloor);
   }
 }
+
+void Model::SetBatchSync(std::function<absl::Status(std::span<float>)> sum, size_t world) {
+  sync_status_ = absl::OkStatus();
+  batch_sync_ = BatchSync{[this, sum = std::move(sum)](std::span<float> values) {
+                            if (!sync_status_.ok()) return false;
+                            sync_status_ = sum(values);
+                            return sync_status_.ok();
+                          },
+                          world};
+}
+
+absl::Status Model::TakeSyncStatus() { return std::exchange(sync_status_, absl::OkStatus()); }
 
 void Model::ClassProbabilities(size_t batch, float* probs) const {
   HsmClassProbabilities(*tree_, output(), batch, probs, node_scratch_.data());

@@ -18,6 +18,7 @@
 #define TAGI_WORKER_ENGINE_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -110,6 +111,13 @@ class Model {
   // of the batch that produced deltas() (the global batch in sum mode).
   void ApplyStep(float cap_factor);
 
+  // Synchronised batch norm: training forwards compute batch statistics
+  // over every replica's batch through `sum` (an all-reduce over `world`
+  // replicas of equal batches). A failed sum abandons the synchronisation
+  // for the rest of the step; TakeSyncStatus returns (and clears) it.
+  void SetBatchSync(std::function<absl::Status(std::span<float>)> sum, size_t world);
+  absl::Status TakeSyncStatus();
+
   // Classification: class probabilities [batch][K] of the last Forward.
   void ClassProbabilities(size_t batch, float* probs) const;
   const HsmTree* hsm_tree() const { return tree_ ? &*tree_ : nullptr; }
@@ -132,6 +140,8 @@ class Model {
   std::vector<float> batch_;
   std::vector<float> workspace_;
   std::optional<HsmTree> tree_;
+  std::optional<BatchSync> batch_sync_;
+  absl::Status sync_status_;
   // Node probabilities for ClassProbabilities (no allocation per call).
   // mutable: scratch only, ClassProbabilities is logically const.
   mutable std::vector<float> node_scratch_;

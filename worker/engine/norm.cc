@@ -86,33 +86,85 @@ void BatchNorm::Forward(const LayerIo& io, Mode mode) {
   float* batch_mu = io.derived;
   float* batch_var = io.derived + channels_;
   const bool train = mode == Mode::kTrain;
-  // The first training batch replaces the initial running statistics.
-  const float m = *first > 0.0f ? 0.0f : momentum_;
-  for (size_t c = 0; c < channels_; ++c) {
-    float mean = running_mu[c];
-    float var = running_var[c];
-    if (train) {
-      std::tie(mean, var) = Statistics(io.batch * positions_, [&](auto&& f) {
-        for (size_t b = 0; b < io.batch; ++b) {
-          const size_t at = b * sample + c * positions_;
-          f(io.in.mu + at, io.in.var + at, positions_);
-        }
-      });
-      batch_mu[c] = mean;
-      batch_var[c] = var;
-      running_mu[c] = m * running_mu[c] + (1.0f - m) * mean;
-      running_var[c] = m * running_var[c] + (1.0f - m) * var;
+  if (train) {
+    if (io.sync == nullptr) {
+      BatchStatistics(io, batch_mu, batch_var);
+    } else {
+      SyncedStatistics(io, batch_mu, batch_var);
     }
-    const float r = 1.0f / std::sqrt(var + eps_);
+    // The first training batch replaces the initial running statistics.
+    const float m = *first > 0.0f ? 0.0f : momentum_;
+    for (size_t c = 0; c < channels_; ++c) {
+      running_mu[c] = m * running_mu[c] + (1.0f - m) * batch_mu[c];
+      running_var[c] = m * running_var[c] + (1.0f - m) * batch_var[c];
+    }
+    *first = 0.0f;
+  }
+  const float* mean = train ? batch_mu : running_mu;
+  const float* var = train ? batch_var : running_var;
+  for (size_t c = 0; c < channels_; ++c) {
+    const float r = 1.0f / std::sqrt(var[c] + eps_);
     const float mu_b = bias_ ? io.params[1].mu[c] : 0.0f;
     const float var_b = bias_ ? io.params[1].var[c] : 0.0f;
     for (size_t b = 0; b < io.batch; ++b) {
       const size_t at = b * sample + c * positions_;
-      Normalise(io.in.mu + at, io.in.var + at, positions_, mean, r, io.params[0].mu[c],
+      Normalise(io.in.mu + at, io.in.var + at, positions_, mean[c], r, io.params[0].mu[c],
                 io.params[0].var[c], mu_b, var_b, io.out.mu + at, io.out.var + at);
     }
   }
-  if (train) *first = 0.0f;
+}
+
+void BatchNorm::BatchStatistics(const LayerIo& io, float* mean, float* var) const {
+  const size_t sample = channels_ * positions_;
+  for (size_t c = 0; c < channels_; ++c) {
+    std::tie(mean[c], var[c]) = Statistics(io.batch * positions_, [&](auto&& f) {
+      for (size_t b = 0; b < io.batch; ++b) {
+        const size_t at = b * sample + c * positions_;
+        f(io.in.mu + at, io.in.var + at, positions_);
+      }
+    });
+  }
+}
+
+// The same statistics over every replica's batch, in two sums across the
+// replicas: the sums of the means and of the variances, then the spread
+// about the global mean. `var` follows `mean` in the derived buffer, and a
+// third slice keeps the summed variances.
+void BatchNorm::SyncedStatistics(const LayerIo& io, float* mean, float* var) const {
+  const size_t sample = channels_ * positions_;
+  float* var_sum = io.derived + 2 * channels_;
+  auto each = [&](size_t c, auto&& f) {
+    for (size_t b = 0; b < io.batch; ++b) {
+      const size_t at = b * sample + c * positions_;
+      for (size_t i = 0; i < positions_; ++i) f(io.in.mu[at + i], io.in.var[at + i]);
+    }
+  };
+  for (size_t c = 0; c < channels_; ++c) {
+    double sum_mu = 0.0, sum_var = 0.0;
+    each(c, [&](float m, float v) {
+      sum_mu += m;
+      sum_var += v;
+    });
+    mean[c] = static_cast<float>(sum_mu);
+    var[c] = static_cast<float>(sum_var);
+  }
+  io.sync->sum({mean, 2 * channels_});
+  const double n = static_cast<double>(io.sync->world * io.batch * positions_);
+  for (size_t c = 0; c < channels_; ++c) {
+    var_sum[c] = var[c];
+    mean[c] = static_cast<float>(mean[c] / n);
+    double spread = 0.0;
+    each(c, [&](float m, float) {
+      const double d = m - mean[c];
+      spread += d * d;
+    });
+    var[c] = static_cast<float>(spread);
+  }
+  io.sync->sum({var, channels_});
+  const double divisor = std::max(n, 2.0) - 1.0;
+  for (size_t c = 0; c < channels_; ++c) {
+    var[c] = static_cast<float>((static_cast<double>(var[c]) + var_sum[c]) / divisor);
+  }
 }
 
 void BatchNorm::Backward(const LayerIo& io) {

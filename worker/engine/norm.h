@@ -28,6 +28,11 @@ class BatchNorm final : public Layer {
   void Backward(const LayerIo& io) override;
 
  private:
+  // Per channel (mean, variance) of this batch; with io.sync, of every
+  // replica's batch (synchronised batch norm).
+  void BatchStatistics(const LayerIo& io, float* mean, float* var) const;
+  void SyncedStatistics(const LayerIo& io, float* mean, float* var) const;
+
   size_t channels_;
   size_t positions_;  // h * w (1 for a flat input)
   float eps_;

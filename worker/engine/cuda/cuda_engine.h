@@ -79,6 +79,10 @@ class CudaEngine final : public Engine {
                          float sigma_v) override;
   absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
   absl::StatusOr<float> EndReduce(float scale, float state_scale) override;
+  // No CUDA layer keeps batch statistics yet: nothing to synchronise.
+  absl::Status SetBatchSync(std::function<absl::Status(std::span<float>)>, size_t) override {
+    return absl::OkStatus();
+  }
   absl::Status ApplyStep(float cap_factor) override;
 
   // For tests: the innovations of the output units written by the last
