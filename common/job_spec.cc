@@ -25,6 +25,21 @@ using tagi::v1::Layer;
 
 constexpr int kImageInputWidth = 28 * 28;
 constexpr int kImageClasses = 10;
+constexpr spec::Shape kCifar10Shape = {3, 32, 32};
+
+bool IsImageData(DataSpec::Kind kind) {
+  return kind == DataSpec::FASHION_MNIST || kind == DataSpec::MNIST || kind == DataSpec::CIFAR10;
+}
+
+// The input shape of a job without `input`, when the data kind fixes it:
+// 3x32x32 for CIFAR10, flat and as wide as the data for the other kinds
+// that know their width.
+std::optional<spec::Shape> DefaultInputShape(const DataSpec& data) {
+  if (data.kind() == DataSpec::CIFAR10) return kCifar10Shape;
+  const int width = ExpectedInputWidth(data);
+  if (width > 0) return spec::Shape{static_cast<uint32_t>(width), 1, 1};
+  return std::nullopt;
+}
 
 bool FinitePositive(float v) { return std::isfinite(v) && v > 0.0f; }
 
@@ -59,8 +74,8 @@ std::optional<spec::Architecture> BuildArchitecture(const JobSpec& job, Problems
           "input: shape %s has %d units per sample but the %s data has %d", arch.input.ToString(),
           arch.input.size(), DataSpec::Kind_Name(job.data().kind()), data_width));
     }
-  } else if (data_width > 0) {
-    arch.input = {static_cast<uint32_t>(data_width), 1, 1};
+  } else if (const std::optional<spec::Shape> shape = DefaultInputShape(job.data())) {
+    arch.input = *shape;
   } else if (!arch.layers.empty() && arch.layers[0].kind == Layer::LINEAR &&
              arch.layers[0].in > 0) {
     arch.input = {arch.layers[0].in, 1, 1};
@@ -138,7 +153,7 @@ void CheckLayerNeeds(const spec::Architecture& arch, const JobSpec& spec, Proble
 
 void CheckHead(const JobSpec& spec, Problems& p) {
   const DataSpec::Kind data = spec.data().kind();
-  const bool image_data = data == DataSpec::FASHION_MNIST || data == DataSpec::MNIST;
+  const bool image_data = IsImageData(data);
   if (spec.head().has_classification()) {
     const uint32_t k = spec.head().classification().num_classes();
     // Its range is the model spec's rule (BuildArchitecture).
@@ -148,7 +163,7 @@ void CheckHead(const JobSpec& spec, Problems& p) {
             k, DataSpec::Kind_Name(data), kImageClasses);
     }
     if (data == DataSpec::CSV || data == DataSpec::TOY_CUBIC) {
-      p.Add("head: classification needs labelled data (FASHION_MNIST or MNIST), "
+      p.Add("head: classification needs labelled data (FASHION_MNIST, MNIST or CIFAR10), "
             "not %s", DataSpec::Kind_Name(data));
     }
   } else if (spec.head().has_regression()) {
@@ -192,9 +207,44 @@ void CheckData(const DataSpec& data, Problems& p) {
         p.Add("data.toy_test_size: 0; expected >= 1");
       }
       break;
+    case DataSpec::CIFAR10:
+      if (data.cifar10_dir().empty()) {
+        p.Add("data.cifar10_dir: missing; CIFAR10 needs the directory holding "
+              "data_batch_1.bin .. data_batch_5.bin and test_batch.bin");
+      }
+      break;
     default:
       p.Add("data.kind: missing or unknown; expected one of FASHION_MNIST, "
-            "MNIST, CSV, TOY_CUBIC");
+            "MNIST, CSV, TOY_CUBIC, CIFAR10");
+  }
+}
+
+// Crops and flips need image data laid out as an image.
+void CheckAugment(const JobSpec& job, Problems& p) {
+  const tagi::v1::Augmentation& a = job.data().augment();
+  const uint32_t pad = a.random_crop_padding();
+  if (pad == 0 && !a.horizontal_flip()) return;
+  const DataSpec::Kind kind = job.data().kind();
+  if (!IsImageData(kind)) {
+    p.Add("data.augment: crops and flips are for image data (FASHION_MNIST, MNIST or CIFAR10), "
+          "not %s", DataSpec::Kind_Name(kind));
+    return;
+  }
+  if (pad > kMaxCropPadding) {
+    p.Add("data.augment.random_crop_padding: %d; expected at most %d", pad, kMaxCropPadding);
+  }
+  std::optional<spec::Shape> shape = DefaultInputShape(job.data());
+  if (job.has_input()) {
+    shape = spec::Shape{job.input().channels(), job.input().height(), job.input().width()};
+  }
+  if (!shape) return;
+  if (shape->h <= 1 || shape->w <= 1) {
+    p.Add("data.augment: crops and flips need an image input (height and width > 1), but the "
+          "input is %s; give input {\"channels\": C, \"height\": H, \"width\": W}",
+          shape->ToString());
+  } else if (pad > shape->h || pad > shape->w) {
+    p.Add("data.augment.random_crop_padding: %d; expected at most the image's height and width "
+          "(input %s)", pad, shape->ToString());
   }
 }
 
@@ -288,6 +338,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (arch) CheckLayerNeeds(*arch, spec, p);
   CheckHead(spec, p);
   CheckData(spec.data(), p);
+  CheckAugment(spec, p);
   CheckTraining(spec, p);
   return p.ToStatus();
 }
@@ -306,6 +357,8 @@ int ExpectedInputWidth(const DataSpec& data) {
       return kImageInputWidth;
     case DataSpec::TOY_CUBIC:
       return 1;
+    case DataSpec::CIFAR10:
+      return static_cast<int>(kCifar10Shape.size());
     default:
       return 0;
   }

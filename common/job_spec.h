@@ -3,7 +3,8 @@
 //
 // ParseJobSpecJson accepts the proto3 JSON mapping of tagi.v1.JobSpec and
 // refuses unknown fields. ValidateJobSpec checks the structure (layer kinds
-// and sizes, head, batch, epochs, noise, init, device, data kind) and
+// and sizes, head, batch, epochs, noise, init, device, data kind and
+// augmentation) and
 // returns ONE InvalidArgument status naming every wrong field and what was
 // expected, joined by "; ". It does not touch the filesystem: the
 // coordinator validates jobs whose data lives on other hosts. Workers check
@@ -38,6 +39,10 @@ inline constexpr uint32_t kMaxWorldSize = 4096;
 // hostile or mistaken job is refused at submission instead of failing an
 // allocation on every worker it reaches.
 inline constexpr uint64_t kMaxModelBytes = uint64_t{64} << 30;
+// The most zero padding a random crop may add on each side
+// (data.augment.random_crop_padding; also at most the image's height and
+// width).
+inline constexpr uint32_t kMaxCropPadding = 16;
 
 absl::StatusOr<tagi::v1::JobSpec> ParseJobSpecJson(const std::string& json);
 absl::StatusOr<tagi::v1::JobSpec> LoadJobSpecFile(const std::string& path);
@@ -46,15 +51,16 @@ std::string JobSpecToJson(const tagi::v1::JobSpec& spec);
 absl::Status ValidateJobSpec(const tagi::v1::JobSpec& spec);
 
 // The network a job describes: its layers (either layer form, migrated by
-// spec/network_proto.h), its input shape (`input`, or flat and as wide as
-// the data, or, when only the files know the width, the first LINEAR's
-// in_features) and its head, checked by the model spec's rules (the same
+// spec/network_proto.h), its input shape (`input`, or 3x32x32 for CIFAR10
+// data, or flat and as wide as the data, or, when only the files know the
+// width, the first LINEAR's in_features) and its head, checked by the model spec's rules (the same
 // code the engines and model files use). InvalidArgument naming every
 // problem of the network.
 absl::StatusOr<spec::Architecture> JobArchitecture(const tagi::v1::JobSpec& spec);
 
 // Width the data feeds into the first layer, when the data kind fixes it
-// (784 for the IDX image sets, 1 for the toy); 0 when only the files know.
+// (784 for the IDX image sets, 3072 for CIFAR10, 1 for the toy); 0 when
+// only the files know.
 int ExpectedInputWidth(const tagi::v1::DataSpec& data);
 // Width the head needs from the last layer (0 when the head is
 // missing or does not fit the data kind, or when its class or target count

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
@@ -139,6 +140,11 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
       cap_factor_(engine::CapFactor(EffectiveCapBatch(spec, world_))) {
   const size_t b = spec.batch_size();
   const auto& train = data.data.train;
+  const spec::Shape& input = model_.architecture().input;
+  image_ = {input.c, input.h, input.w};
+  augmenting_ = data::AugmentsImages(spec.data().augment());
+  ABSL_RAW_CHECK(!augmenting_ || image_.size() == train.input_dim,
+                 "Trainer: the model's input shape must hold the data's inputs (BuildModel)");
   indices_.resize(b);
   x_.resize(b * train.input_dim);
   if (train.is_classification()) {
@@ -161,9 +167,16 @@ void Trainer::GatherBatch(uint64_t epoch, size_t step) {
   const auto& train = data_.data.train;
   sampler_.Batch(epoch, step, indices_);
   const size_t d = train.input_dim;
+  const uint64_t augment_seed = DeriveSeed(spec_.seed(), kAugmentStream);
   for (size_t i = 0; i < indices_.size(); ++i) {
     const size_t s = indices_[i];
-    std::memcpy(x_.data() + i * d, train.inputs.data() + s * d, d * sizeof(float));
+    const std::span<const float> row(train.inputs.data() + s * d, d);
+    if (augmenting_) {
+      data::AugmentImage(spec_.data().augment(), image_, augment_seed, epoch, s, row,
+                         std::span<float>(x_.data() + i * d, d));
+    } else {
+      std::memcpy(x_.data() + i * d, row.data(), d * sizeof(float));
+    }
     if (train.is_classification()) {
       labels_[i] = train.labels[s];
     } else {

@@ -1,8 +1,11 @@
 // Trainer: the step loop of one rank, and evaluation.
 //
 // A step takes this rank's share of the global batch from the distributed
-// sampler, runs forward / output update / backward, all-reduces the packed
-// delta arena over the Collective (one call per step; none for a single
+// sampler (training images cropped and flipped as data.augment asks, by
+// data/augment.h, from the job seed, the epoch and each sample's index, so
+// that the global batch is the same whatever the world size; evaluation
+// never augments), runs forward / output update / backward, all-reduces the
+// packed delta arena over the Collective (one call per step; none for a single
 // process), and applies the capped step. In SUM reduction the cap factor is
 // that of the global batch (world x batch); in AVERAGE the summed deltas are
 // divided by the world size and the cap factor is that of the local batch.
@@ -38,6 +41,7 @@
 #include "common/clock.h"
 #include "tagi/v1/job.pb.h"
 #include "worker/collective/collective.h"
+#include "worker/data/augment.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
 #include "worker/engine/engine.h"
@@ -48,6 +52,7 @@ namespace tagi {
 // Seeds of the job's random streams (derived from JobSpec.seed).
 inline constexpr uint64_t kInitStream = 101;
 inline constexpr uint64_t kSamplerStream = 102;
+inline constexpr uint64_t kAugmentStream = 103;
 
 struct EvalMetrics {
   size_t samples = 0;
@@ -128,6 +133,9 @@ class Trainer {
   StepTimings timings_;
   float cap_factor_;
   float sigma_v_ = 1.0f;  // of the epoch of the last Step
+  // Training-image augmentation: whether any, and the model's input shape.
+  bool augmenting_ = false;
+  data::ImageShape image_;
   // Batch staging buffers (sized once).
   std::vector<uint32_t> indices_;
   std::vector<float> x_;

@@ -273,6 +273,118 @@ TEST(JobSpec, TargetColumnsBeyondTheLayerWidthLimitAreRefused) {
   EXPECT_TRUE(ValidateJobSpec(*spec).ok());
 }
 
+// --- CIFAR-10 and augmentation ---------------------------------------------------
+
+// ValidSpec on CIFAR-10: a first LINEAR over the 3072 inputs.
+JobSpec Cifar10Spec() {
+  JobSpec spec = ValidSpec();
+  spec.mutable_data()->set_kind(DataSpec::CIFAR10);
+  spec.mutable_data()->set_cifar10_dir("/data/cifar-10-batches-bin");
+  spec.mutable_layers(0)->set_in_features(3072);
+  return spec;
+}
+
+void SetInput(JobSpec& spec, uint32_t c, uint32_t h, uint32_t w) {
+  spec.mutable_input()->set_channels(c);
+  spec.mutable_input()->set_height(h);
+  spec.mutable_input()->set_width(w);
+}
+
+TEST(JobSpec, Cifar10InputDefaultsTo3x32x32AndOtherKindsStayFlat) {
+  const JobSpec spec = Cifar10Spec();
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_EQ(ExpectedInputWidth(spec.data()), 3072);
+  auto arch = JobArchitecture(spec);
+  ASSERT_TRUE(arch.ok()) << arch.status();
+  EXPECT_EQ(arch->input, (spec::Shape{3, 32, 32}));
+  auto flat = JobArchitecture(ValidSpec());
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ(flat->input, (spec::Shape{784, 1, 1}));
+}
+
+TEST(JobSpec, Cifar10ExampleValidatesWithItsAugmentation) {
+  auto spec = LoadJobSpecFile(TAGI_SOURCE_DIR "/examples/cifar10_resnet18.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->data().kind(), DataSpec::CIFAR10);
+  EXPECT_GT(spec->data().augment().random_crop_padding(), 0u);
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+}
+
+TEST(JobSpec, Cifar10NeedsItsDirectoryTenClassesAndItsWidth) {
+  JobSpec spec = Cifar10Spec();
+  spec.mutable_data()->clear_cifar10_dir();
+  EXPECT_THAT(Problems(spec), HasSubstr("data.cifar10_dir: missing; CIFAR10 needs the directory "
+                                        "holding data_batch_1.bin .. data_batch_5.bin and "
+                                        "test_batch.bin"));
+  spec = Cifar10Spec();
+  SetInput(spec, 1, 28, 28);
+  spec.mutable_layers(0)->set_in_features(784);
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("input: shape 1x28x28 has 784 units per sample but the CIFAR10 data has "
+                        "3072"));
+  spec = Cifar10Spec();
+  spec.mutable_head()->mutable_classification()->set_num_classes(16);
+  spec.mutable_layers(2)->set_out_features(15);
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("head.classification.num_classes: 16; the CIFAR10 data set has 10"));
+  spec = Cifar10Spec();
+  spec.mutable_head()->mutable_regression();
+  EXPECT_THAT(Problems(spec), HasSubstr("head: regression needs CSV or TOY_CUBIC data, not CIFAR10"));
+}
+
+TEST(JobSpec, TheUnknownDataKindMessageListsCifar10) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_data()->clear_kind();
+  EXPECT_THAT(Problems(spec), HasSubstr("TOY_CUBIC, CIFAR10"));
+}
+
+TEST(JobSpec, AugmentationOfImagesValidates) {
+  JobSpec spec = Cifar10Spec();
+  spec.mutable_data()->mutable_augment()->set_random_crop_padding(kMaxCropPadding);
+  spec.mutable_data()->mutable_augment()->set_horizontal_flip(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  JobSpec fmnist = ValidSpec();
+  SetInput(fmnist, 1, 28, 28);
+  fmnist.mutable_data()->mutable_augment()->set_random_crop_padding(4);
+  EXPECT_TRUE(ValidateJobSpec(fmnist).ok()) << ValidateJobSpec(fmnist);
+  // An augmentation that asks for nothing is no augmentation, on any data.
+  JobSpec csv = CsvSpec();
+  csv.mutable_data()->mutable_augment();
+  EXPECT_TRUE(ValidateJobSpec(csv).ok()) << ValidateJobSpec(csv);
+}
+
+TEST(JobSpec, AugmentationIsForImageDataOnly) {
+  JobSpec spec = CsvSpec();
+  spec.mutable_data()->mutable_augment()->set_horizontal_flip(true);
+  EXPECT_THAT(Problems(spec), HasSubstr("data.augment: crops and flips are for image data "
+                                        "(FASHION_MNIST, MNIST or CIFAR10), not CSV"));
+}
+
+TEST(JobSpec, AugmentationNeedsAnImageShapedInput) {
+  JobSpec spec = ValidSpec();  // Fashion-MNIST, flat by default
+  spec.mutable_data()->mutable_augment()->set_horizontal_flip(true);
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("data.augment: crops and flips need an image input (height and width > "
+                        "1), but the input is 784; give input"));
+  SetInput(spec, 28, 28, 1);
+  EXPECT_THAT(Problems(spec), HasSubstr("but the input is 28x28x1"));
+  SetInput(spec, 1, 28, 28);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(JobSpec, CropPaddingIsBounded) {
+  JobSpec spec = Cifar10Spec();
+  spec.mutable_data()->mutable_augment()->set_random_crop_padding(kMaxCropPadding + 1);
+  EXPECT_THAT(Problems(spec), HasSubstr("data.augment.random_crop_padding: 17; expected at most 16"));
+  // Within 16 but beyond a small image's side.
+  SetInput(spec, 48, 8, 8);
+  spec.mutable_data()->mutable_augment()->set_random_crop_padding(9);
+  EXPECT_THAT(Problems(spec), HasSubstr("data.augment.random_crop_padding: 9; expected at most the "
+                                        "image's height and width (input 48x8x8)"));
+  spec.mutable_data()->mutable_augment()->set_random_crop_padding(8);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
 // --- Training -----------------------------------------------------------------
 
 TEST(JobSpec, ZeroBatchSizeIsRefused) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "worker/data/cifar10.h"
 #include "worker/data/csv.h"
 #include "worker/data/idx.h"
 #include "worker/data/toy.h"
@@ -32,6 +33,19 @@ std::string OrDefault(const std::string& path, const char* file_name) {
   return absl::StrCat(DefaultFashionMnistDir(), "/", file_name);
 }
 
+// The six files of a CIFAR-10 directory, or one entry with no path when
+// none is given (one "no path given" problem, not six).
+std::vector<DataFile> Cifar10FilesOf(const std::string& dir) {
+  if (dir.empty()) return {{"data.cifar10_dir", ""}};
+  std::vector<std::string> names = Cifar10TrainFiles();
+  names.push_back(Cifar10TestFile());
+  std::vector<DataFile> files;
+  for (const std::string& name : names) {
+    files.push_back({"data.cifar10_dir", absl::StrCat(dir, "/", name)});
+  }
+  return files;
+}
+
 // The files of the spec's kind in the order train images, train labels,
 // test images, test labels (IDX) or train, test (CSV), with defaults filled.
 std::vector<DataFile> FilesOf(const DataSpec& spec) {
@@ -53,6 +67,8 @@ std::vector<DataFile> FilesOf(const DataSpec& spec) {
     case DataSpec::CSV:
       return {{"data.train_csv", spec.train_csv()},
               {"data.test_csv", spec.test_csv()}};
+    case DataSpec::CIFAR10:
+      return Cifar10FilesOf(spec.cifar10_dir());
     default:
       return {};
   }
@@ -133,12 +149,25 @@ absl::Status CheckShapes(const TrainTest& data) {
   return absl::OkStatus();
 }
 
-LoadedData Standardize(TrainTest data, bool images) {
+// The input map of the kind: one scalar fitted on the training images for
+// the IDX sets, CIFAR-10's fixed per-channel values, per column otherwise.
+Standardizer InputMap(DataSpec::Kind kind, const Dataset& train) {
+  switch (kind) {
+    case DataSpec::FASHION_MNIST:
+    case DataSpec::MNIST:
+      return FitScalar(train.inputs);
+    case DataSpec::CIFAR10:
+      return PerChannel(kCifar10Mean, kCifar10Stddev, kCifar10Side * kCifar10Side);
+    default:
+      return FitColumns(train.inputs, train.input_dim);
+  }
+}
+
+LoadedData Standardize(TrainTest data, DataSpec::Kind kind) {
   LoadedData out;
   Dataset& train = data.train;
   Dataset& test = data.test;
-  out.input = images ? FitScalar(train.inputs)
-                     : FitColumns(train.inputs, train.input_dim);
+  out.input = InputMap(kind, train);
   Apply(out.input, train.inputs, train.input_dim);
   Apply(out.input, test.inputs, test.input_dim);
   if (!train.is_classification()) {
@@ -161,7 +190,17 @@ absl::Status CheckDataFiles(const DataSpec& spec) {
       !DataSpec::Kind_IsValid(spec.kind())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.kind: unspecified or unknown (", static_cast<int>(spec.kind()),
-        "); expected FASHION_MNIST, MNIST, CSV or TOY_CUBIC"));
+        "); expected FASHION_MNIST, MNIST, CSV, TOY_CUBIC or CIFAR10"));
+  }
+  // A CIFAR-10 directory that is not there is one problem, not six.
+  const std::string& dir = spec.cifar10_dir();
+  std::error_code ec;
+  if (spec.kind() == DataSpec::CIFAR10 && !dir.empty() &&
+      !std::filesystem::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.cifar10_dir: ", dir,
+                     std::filesystem::exists(dir, ec) ? " is not a directory"
+                                                      : " does not exist"));
   }
   std::vector<std::string> problems;
   for (const DataFile& file : FilesOf(spec)) {
@@ -175,12 +214,13 @@ absl::Status CheckDataFiles(const DataSpec& spec) {
 absl::StatusOr<LoadedData> LoadData(const DataSpec& spec, uint64_t job_seed) {
   TAGI_RETURN_IF_ERROR(CheckDataFiles(spec));
   TrainTest data;
-  const bool images =
-      spec.kind() == DataSpec::FASHION_MNIST || spec.kind() == DataSpec::MNIST;
-  if (images) {
+  if (spec.kind() == DataSpec::FASHION_MNIST || spec.kind() == DataSpec::MNIST) {
     TAGI_ASSIGN_OR_RETURN(data, LoadIdxPair(spec));
   } else if (spec.kind() == DataSpec::CSV) {
     TAGI_ASSIGN_OR_RETURN(data, LoadCsvPair(spec));
+  } else if (spec.kind() == DataSpec::CIFAR10) {
+    TAGI_ASSIGN_OR_RETURN(
+        data, LoadCifar10(spec.cifar10_dir(), spec.train_limit(), spec.test_limit()));
   } else {
     TAGI_ASSIGN_OR_RETURN(data, MakeToy(spec, job_seed));
   }
@@ -188,7 +228,7 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec, uint64_t job_seed) {
   if (spec.has_standardize() && !spec.standardize()) {
     return LoadedData{std::move(data), Standardizer{}, Standardizer{}};
   }
-  return Standardize(std::move(data), images);
+  return Standardize(std::move(data), spec.kind());
 }
 
 }  // namespace tagi::data

@@ -8,13 +8,16 @@
 //    csv_has_header; see csv.h for the format.
 //  - TOY_CUBIC: generated from the job seed (see toy.h); sizes default to
 //    20 training and 100 test points.
+//  - CIFAR10: the binary files under cifar10_dir (see cifar10.h); inputs
+//    3x32x32 in CHW order, 10 classes.
 // train_limit / test_limit (0: all) cap the number of samples of each split.
 //
 // When spec.standardize is unset or true, inputs are standardised with
-// statistics of the training split (one scalar mean/std for images,
-// per-column for CSV and toy data) and so are regression targets
-// (per-column); the test split gets the same maps. Otherwise the returned
-// standardizers are empty (identity).
+// statistics of the training split (one scalar mean/std for the IDX images,
+// per-column for CSV and toy data; CIFAR-10 uses the data set's fixed
+// per-channel mean and std instead, as a per-column map of 3072 entries)
+// and so are regression targets (per-column); the test split gets the same
+// maps. Otherwise the returned standardizers are empty (identity).
 //
 // Errors: InvalidArgument for a spec that is unusable (unspecified kind,
 // missing or non-existent files, all listed at once; mismatched train/test

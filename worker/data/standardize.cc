@@ -68,6 +68,18 @@ Standardizer FitColumns(const std::vector<float>& rows, size_t dim) {
   return s;
 }
 
+Standardizer PerChannel(std::span<const float> mean, std::span<const float> stddev,
+                        size_t plane) {
+  ABSL_RAW_CHECK(mean.size() == stddev.size() && plane > 0,
+                 "PerChannel: one stddev per mean and a non-empty plane");
+  Standardizer s;
+  for (size_t c = 0; c < mean.size(); ++c) {
+    s.mean.insert(s.mean.end(), plane, mean[c]);
+    s.stddev.insert(s.stddev.end(), plane, stddev[c]);
+  }
+  return s;
+}
+
 float EffectiveStddev(const Standardizer& s, size_t column) {
   if (s.empty()) return 1.0f;
   CheckColumn(s, column);

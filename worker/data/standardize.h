@@ -6,7 +6,8 @@
 //    inverse helpers return their argument;
 //  - scalar (one mean, one stddev, from FitScalar): the same map for every
 //    column (used for images, whose pixels share one scale);
-//  - per column (dim entries, from FitColumns).
+//  - per column (dim entries, from FitColumns, or from PerChannel for images
+//    with a fixed per-channel normalisation).
 // A stddev below kMinStddev (a constant column) is treated as 1, so Apply
 // never divides by zero; the inverse helpers use the same rule. NaN values
 // (missing targets) stay NaN. Plain value type; thread-compatible.
@@ -14,6 +15,7 @@
 #define TAGI_WORKER_DATA_STANDARDIZE_H_
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 namespace tagi::data {
@@ -36,6 +38,14 @@ Standardizer FitScalar(const std::vector<float>& values);
 // stddev 1.
 // REQUIRES: dim > 0 and rows.size() % dim == 0.
 Standardizer FitColumns(const std::vector<float>& rows, size_t dim);
+
+// The per-column map of CHW images whose channel c has mean[c] and
+// stddev[c]: each channel's values repeated over its `plane` (H * W)
+// columns, mean.size() * plane columns in all. Fixed values, not fitted;
+// model files store them as any per-column map.
+// REQUIRES: mean.size() == stddev.size(); plane > 0.
+Standardizer PerChannel(std::span<const float> mean, std::span<const float> stddev,
+                        size_t plane);
 
 // Standardises row-major `rows` (dim columns) in place.
 // REQUIRES: s is empty, scalar, or has exactly dim entries;
