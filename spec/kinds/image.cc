@@ -16,6 +16,7 @@ using tagi::v1::Layer;
 
 inline constexpr uint32_t kMaxKernel = 64;
 inline constexpr uint32_t kMaxStride = 64;
+inline constexpr uint64_t kMaxWorkspaceFloats = uint64_t{1} << 28;  // 1 GiB
 
 // The output size along one axis of `size` cells, or nullopt after adding
 // the problem.
@@ -126,7 +127,17 @@ class Conv2d final : public KindRules {
       ctx.Add(absl::StrFormat("%s.in_channels: %d does not match its input, which has %d "
                               "channels (shape %s)", path, spec.in, in.c, in.ToString()));
     }
-    return WindowShape(spec, in, spec.out, path, ctx);
+    const std::optional<Shape> out = WindowShape(spec, in, spec.out, path, ctx);
+    if (!out) return std::nullopt;
+    // A hostile file could otherwise ask for terabytes of im2col columns.
+    if (const uint64_t floats = Workspace(spec, in); floats > kMaxWorkspaceFloats) {
+      ctx.Add(absl::StrFormat("%s: its im2col workspace would take %d MiB; at most %d MiB are "
+                              "allowed (fewer input channels or a smaller kernel)", path,
+                              floats * sizeof(float) >> 20,
+                              kMaxWorkspaceFloats * sizeof(float) >> 20));
+      return std::nullopt;
+    }
+    return out;
   }
 
   std::vector<BlockSpec> Parameters(const LayerSpec& spec, const Shape&) const override {

@@ -152,6 +152,9 @@ TEST(Network, ImpossibleGeometryIsNamedWithItsSizes) {
       {Regression({3, 8, 8}, {Res({Conv(3, 3, 2, 2)})}),
        "layers[0].residual: the main branch ends in shape 3x4x4 but the identity shortcut in "
        "3x8x8"},
+      // 65536 channels of 1x1 through a 64x64 kernel (padding 63): 2^28 units per column.
+      {Regression({65536, 1, 1}, {Conv(65536, 1, 64, 1, 63)}),
+       "layers[0]: its im2col workspace would take"},
       {Regression({3, 8, 8}, {BN(true, 1.0f)}), "layers[0].momentum: 1; expected a value in [0, 1)"},
       {Regression({3, 8, 8}, {LN(true, 0.0f)}), "layers[0].eps: 0; expected a value in (0, 1]"},
   };
