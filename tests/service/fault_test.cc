@@ -183,14 +183,19 @@ TEST_F(FaultTest, WorkerKilledAtFiveRandomStepsJobSucceedsWithTheSameModel) {
   }
 }
 
-class FaultNetworkTest : public FaultTest,
-                         public ::testing::WithParamInterface<std::pair<const char*, std::string>> {};
+// The kill-and-resume test over the networks above, by name.
+class FaultNetworkTest : public FaultTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  static std::string JobJson(const std::string& name) {
+    return name == "cnn" ? CnnJobJson() : ResidualJobJson();
+  }
+};
 
 TEST_P(FaultNetworkTest, WorkerKilledMidJobResumesToTheSameModel) {
   StartCoordinator(2, {"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"});
   std::vector<ChildProcess*> workers;
   for (int i = 0; i < 3; ++i) workers.push_back(&StartWorker());  // two ranks and a spare
-  const std::string job_file = WriteJob(GetParam().first, GetParam().second);
+  const std::string job_file = WriteJob(GetParam(), JobJson(GetParam()));
   const std::string reference = ReferenceChecksum(job_file);
   ASSERT_FALSE(reference.empty());
 
@@ -211,9 +216,8 @@ TEST_P(FaultNetworkTest, WorkerKilledMidJobResumesToTheSameModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, FaultNetworkTest,
-                         ::testing::Values(std::pair{"residual", ResidualJobJson()},
-                                           std::pair{"cnn", CnnJobJson()}),
-                         [](const auto& info) { return std::string(info.param.first); });
+                         ::testing::Values("residual", "cnn"),
+                         [](const auto& info) { return info.param; });
 
 TEST_F(FaultTest, StoppedWorkerIsDetectedReplacedAndRejoinsIdleAfterSigcont) {
   StartCoordinator(2, {"--heartbeat-interval", "1s", "--heartbeat-timeout", "3s"});
