@@ -49,6 +49,50 @@ void ModelFiles(const fs::path& dir) {
                           {tagi::v1::Layer::LINEAR, 2, 3, 0.0f}},
                          {HeadKind::kClassification, 3}};
   Write(dir / "hsm_unstandardised", tagi::engine::EncodeModelFile(hsm, {}, Parameters(hsm)));
+  // An image network with state (running statistics): conv, batch norm,
+  // pools, layer norm, a residual block, a flat batch norm.
+  Architecture cnn;
+  cnn.input = {1, 5, 7};
+  tagi::spec::LayerSpec conv;
+  conv.kind = tagi::v1::Layer::CONV2D;
+  conv.in = 1;
+  conv.out = 2;
+  conv.kernel = 3;
+  conv.stride = 1;
+  conv.padding = 1;
+  conv.padding_type = tagi::v1::Layer::SYMMETRIC;
+  conv.bias = true;
+  tagi::spec::LayerSpec bn;
+  bn.kind = tagi::v1::Layer::BATCH_NORM;
+  bn.eps = 1e-5f;
+  bn.momentum = 0.9f;
+  bn.bias = true;
+  tagi::spec::LayerSpec ln = bn;
+  ln.kind = tagi::v1::Layer::LAYER_NORM;
+  ln.momentum = 0.0f;
+  ln.bias = false;
+  tagi::spec::LayerSpec pool;
+  pool.kind = tagi::v1::Layer::MAX_POOL2D;
+  pool.kernel = 2;
+  pool.stride = 2;
+  pool.padding = 1;
+  pool.padding_type = tagi::v1::Layer::BOTTOM_RIGHT;
+  tagi::spec::LayerSpec avg = pool;
+  avg.kind = tagi::v1::Layer::AVG_POOL2D;
+  avg.padding = 0;
+  avg.padding_type = tagi::v1::Layer::PADDING_UNSPECIFIED;
+  avg.kernel = 1;
+  avg.stride = 1;
+  tagi::spec::LayerSpec block;
+  block.kind = tagi::v1::Layer::RESIDUAL;
+  block.main = {ln, avg};
+  cnn.layers = {conv, {tagi::v1::Layer::RELU, 0, 0, 0.0f}, bn, pool, block,
+                {tagi::v1::Layer::LINEAR, 24, 4, 0.0f}, bn,
+                {tagi::v1::Layer::LINEAR, 4, 3, 0.0f}};
+  cnn.head = {HeadKind::kClassification, 3};
+  std::vector<float> state(cnn.num_state(), 0.5f);
+  Write(dir / "cnn_with_state",
+        tagi::engine::EncodeModelFile(cnn, {}, Parameters(cnn), state));
 }
 
 void Snapshots(const fs::path& dir) {
