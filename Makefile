@@ -49,6 +49,7 @@ demo-single: deps
 bench: deps
 	$(MAKE) build
 	$(BUILD_DIR)/bin/engine_bench
+	$(BUILD_DIR)/bin/cnn_bench
 
 # libFuzzer targets (tests/fuzz), built by clang with ASan and UBSan; only
 # the libraries the parsers live in, no gRPC.
