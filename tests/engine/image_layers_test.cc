@@ -57,6 +57,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
 }
 
 std::vector<double> Wide(const float* p, size_t n) { return {p, p + n}; }
+std::vector<float> Floats(const float* p, size_t n) { return {p, p + n}; }
 
 // One planned layer on its own arenas.
 class Planned {
@@ -109,6 +110,17 @@ class Planned {
     layer_->Forward(io, mode);
   }
   void Backward() { layer_->Backward(Io()); }
+  void set_team(ThreadTeam* team) { team_ = team; }
+  std::vector<float> Outputs() {
+    std::vector<float> all = Floats(out_mu(), out_size());
+    const std::vector<float> var = Floats(out_var(), out_size());
+    all.insert(all.end(), var.begin(), var.end());
+    all.insert(all.end(), delta_in_mu_.begin(), delta_in_mu_.end());
+    all.insert(all.end(), delta_in_var_.begin(), delta_in_var_.end());
+    all.insert(all.end(), deltas_.begin(), deltas_.end());
+    all.insert(all.end(), state_.begin(), state_.end());
+    return all;
+  }
   void Step(float cap) { layer_->ApplyStep(ModelIo(plan_, Bases(), 0), 1.0f / cap, kVarianceFloor); }
 
  private:
@@ -120,12 +132,14 @@ class Planned {
   // innovations), which the data boundary of a one-layer plan is not.
   LayerIo Io() {
     LayerIo io = StepIo(plan_, Bases(), plan_.steps[0], batch_);
+    io.team = team_;
     io.input_is_data = false;
     io.delta_in = {delta_in_mu_.data(), delta_in_var_.data()};
     return io;
   }
 
   size_t batch_;
+  ThreadTeam* team_ = nullptr;
   spec::Plan plan_;
   std::unique_ptr<Layer> layer_;
   std::vector<float> params_, deltas_, state_, derived_, batch_arena_, workspace_;
@@ -167,8 +181,6 @@ Io FillIo(Planned& p, Rng& rng) {
   io.ones.assign(p.in_size(), 1.0);
   return io;
 }
-
-std::vector<float> Floats(const float* p, size_t n) { return {p, p + n}; }
 
 // ---------------------------------------------------------------------------
 
@@ -414,6 +426,49 @@ INSTANTIATE_TEST_SUITE_P(
         NormCase{BN(true, 0.9f, 1e-3f), {6, 1, 1}, 4},
         // Layer norm over a map (per-channel scale) and over features.
         NormCase{LN(), {3, 4, 4}, 2}, NormCase{LN(false), {7, 1, 1}, 3}));
+
+// The elementwise loops split over a thread team (a Model with more than
+// one BLAS thread) give bit-identical numbers: every item is computed whole
+// by one thread.
+TEST(ThreadTeam, SplitLoopsGiveBitIdenticalLayers) {
+  ThreadTeam team(3);
+  const struct {
+    spec::LayerSpec layer;
+    spec::Shape in;
+    size_t batch;
+  } cases[] = {{Conv(2, 3, 3, 1, 1), {2, 9, 7}, 5},
+               {Conv(1, 2, 3, 1, 1), {1, 32, 32}, 5},  // several chunks
+               {Avg(3, 2), {3, 7, 7}, 4},
+               {Max(2, 2, 1, LayerProto::SYMMETRIC), {3, 4, 4}, 3},
+               {BN(), {5, 3, 3}, 4},
+               {BN(), {7, 1, 1}, 4},
+               {LN(), {3, 4, 4}, 5}};
+  for (const auto& c : cases) {
+    std::vector<float> results[2];
+    for (int with_team = 0; with_team < 2; ++with_team) {
+      Planned p(c.layer, c.in, c.batch);
+      p.set_team(with_team ? &team : nullptr);
+      Rng rng(21);
+      for (size_t k = 0; k < p.planned().num_blocks; ++k) {
+        Fill(rng, p.block_mu(k), p.block_var(k), p.block_count(k), 0.3, 0.01, 0.1, 0.5);
+      }
+      p.Refresh();
+      FillIo(p, rng);
+      p.Forward(Mode::kTrain);
+      p.Backward();
+      results[with_team] = p.Outputs();
+    }
+    EXPECT_EQ(results[0], results[1]) << spec::KindName(c.layer.kind);
+  }
+  // The team itself: every item once, whatever the count.
+  for (size_t n : {0u, 1u, 2u, 3u, 10u, 1000u}) {
+    std::vector<int> seen(n, 0);
+    team.For(n, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) ++seen[i];
+    });
+    EXPECT_EQ(seen, std::vector<int>(n, 1)) << n;
+  }
+}
 
 }  // namespace
 }  // namespace tagi::engine

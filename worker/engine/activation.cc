@@ -17,28 +17,31 @@ ActivationMoments Activate(LayerKind kind, float slope, float mu, float var) {
 
 void Activation::Forward(const LayerIo& io, Mode /*mode*/) {
   const size_t n = io.batch * width_;
-  const float* __restrict mz = io.in.mu;
-  const float* __restrict vz = io.in.var;
-  float* __restrict ma = io.out.mu;
-  float* __restrict va = io.out.var;
-  float* __restrict jcb = io.out_jcb;
-  if (kind_ == tagi::v1::Layer::RELU) {
-    // The hot path of most networks: a branch-free loop.
-    for (size_t i = 0; i < n; ++i) {
-      const elementwise::Moments m = elementwise::Relu(mz[i], vz[i]);
+  const float* mz = io.in.mu;
+  const float* vz = io.in.var;
+  float* ma = io.out.mu;
+  float* va = io.out.var;
+  float* jcb = io.out_jcb;
+  const int kind = static_cast<int>(kind_);
+  const float slope = slope_;
+  ParallelFor(io.team, n, kParallelMinElements, [&](size_t begin, size_t end) {
+    if (kind == tagi::v1::Layer::RELU) {
+      // The hot path of most networks: a branch-free loop.
+      for (size_t i = begin; i < end; ++i) {
+        const elementwise::Moments m = elementwise::Relu(mz[i], vz[i]);
+        ma[i] = m.mu;
+        va[i] = m.var;
+        jcb[i] = m.jcb;
+      }
+      return;
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const elementwise::Moments m = elementwise::Activate(kind, slope, mz[i], vz[i]);
       ma[i] = m.mu;
       va[i] = m.var;
       jcb[i] = m.jcb;
     }
-    return;
-  }
-  const int kind = static_cast<int>(kind_);
-  for (size_t i = 0; i < n; ++i) {
-    const elementwise::Moments m = elementwise::Activate(kind, slope_, mz[i], vz[i]);
-    ma[i] = m.mu;
-    va[i] = m.var;
-    jcb[i] = m.jcb;
-  }
+  });
 }
 
 void Activation::Backward(const LayerIo& io) {
@@ -49,10 +52,12 @@ void Activation::Backward(const LayerIo& io) {
   const float* __restrict dvar = io.delta_out.var;
   float* __restrict dmu_in = io.delta_in.mu;
   float* __restrict dvar_in = io.delta_in.var;
-  for (size_t i = 0; i < n; ++i) {
-    dmu_in[i] = jcb[i] * dmu[i];
-    dvar_in[i] = jcb[i] * jcb[i] * dvar[i];
-  }
+  ParallelFor(io.team, n, kParallelMinElements, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      dmu_in[i] = jcb[i] * dmu[i];
+      dvar_in[i] = jcb[i] * jcb[i] * dvar[i];
+    }
+  });
 }
 
 }  // namespace tagi::engine

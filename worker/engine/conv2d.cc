@@ -23,6 +23,13 @@ Range Valid(size_t out, size_t size, size_t stride, size_t e, size_t offset) {
   return {std::min(lo, hi), hi};
 }
 
+// out = in * in over `rows` rows of `ld` columns, the rows split over the team.
+void Square(ThreadTeam* team, const float* in, float* out, size_t rows, size_t ld) {
+  ParallelFor(team, rows, 2, [&](size_t r0, size_t r1) {
+    for (size_t i = r0 * ld; i < r1 * ld; ++i) out[i] = in[i] * in[i];
+  });
+}
+
 }  // namespace
 
 WindowGeometry WindowGeometry::Of(const spec::PlannedLayer& planned) {
@@ -119,37 +126,41 @@ void Conv2d::Forward(const LayerIo& io, Mode /*mode*/) {
   for (size_t first = 0; first < io.batch; first += chunk) {
     const size_t m = std::min(chunk, io.batch - first);
     const size_t n = m * p;  // columns in use (ld stays the row stride)
-    for (size_t b = 0; b < m; ++b) Im2Col(g_, io.in.mu + (first + b) * in_n, col_mu + b * p, ld);
-    for (size_t i = 0; i < rows_ * ld; ++i) col_sq[i] = col_mu[i] * col_mu[i];
+    ParallelFor(io.team, m, 2, [&](size_t b0, size_t b1) {
+      for (size_t b = b0; b < b1; ++b) {
+        Im2Col(g_, io.in.mu + (first + b) * in_n, col_mu + b * p, ld);
+        if (!io.input_is_data) Im2Col(g_, io.in.var + (first + b) * in_n, col_var + b * p, ld);
+      }
+    });
+    Square(io.team, col_mu, col_sq, rows_, ld);
     // mu_z = mu_w * mu_a
     Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.mu, rows_, col_mu, ld, 0.0f, z_mu, ld);
     // var_z = (mu_w^2 + var_w) * var_a + var_w * mu_a^2; the data's variance
     // is zero, which skips the first product.
     float beta = 0.0f;
     if (!io.input_is_data) {
-      for (size_t b = 0; b < m; ++b) {
-        Im2Col(g_, io.in.var + (first + b) * in_n, col_var + b * p, ld);
-      }
-      Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, io.derived + weights(), rows_, col_var, ld,
-           0.0f, z_var, ld);
+      Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, io.derived + weights(), rows_, col_var, ld, 0.0f,
+           z_var, ld);
       beta = 1.0f;
     }
     Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.var, rows_, col_sq, ld, beta, z_var, ld);
     // [out][sample, position] -> [sample][out][position], plus the biases.
-    for (size_t b = 0; b < m; ++b) {
-      for (size_t o = 0; o < out_; ++o) {
-        const float mb = bias_ ? io.params[1].mu[o] : 0.0f;
-        const float vb = bias_ ? io.params[1].var[o] : 0.0f;
-        const float* zm = z_mu + o * ld + b * p;
-        const float* zv = z_var + o * ld + b * p;
-        float* mu_z = io.out.mu + (first + b) * out_n + o * p;
-        float* var_z = io.out.var + (first + b) * out_n + o * p;
-        for (size_t i = 0; i < p; ++i) {
-          mu_z[i] = zm[i] + mb;
-          var_z[i] = zv[i] + vb;
+    ParallelFor(io.team, m, 2, [&](size_t b0, size_t b1) {
+      for (size_t b = b0; b < b1; ++b) {
+        for (size_t o = 0; o < out_; ++o) {
+          const float mb = bias_ ? io.params[1].mu[o] : 0.0f;
+          const float vb = bias_ ? io.params[1].var[o] : 0.0f;
+          const float* zm = z_mu + o * ld + b * p;
+          const float* zv = z_var + o * ld + b * p;
+          float* mu_z = io.out.mu + (first + b) * out_n + o * p;
+          float* var_z = io.out.var + (first + b) * out_n + o * p;
+          for (size_t i = 0; i < p; ++i) {
+            mu_z[i] = zm[i] + mb;
+            var_z[i] = zv[i] + vb;
+          }
         }
       }
-    }
+    });
   }
 }
 
@@ -168,21 +179,23 @@ void Conv2d::Backward(const LayerIo& io) {
   for (size_t first = 0; first < io.batch; first += chunk) {
     const size_t m = std::min(chunk, io.batch - first);
     const size_t n = m * p;
-    // The output innovations as [out][sample, position].
-    for (size_t b = 0; b < m; ++b) {
-      for (size_t o = 0; o < out_; ++o) {
-        std::memcpy(dz_mu + o * ld + b * p, io.delta_out.mu + (first + b) * out_n + o * p,
-                    p * sizeof(float));
-        std::memcpy(dz_var + o * ld + b * p, io.delta_out.var + (first + b) * out_n + o * p,
-                    p * sizeof(float));
+    // The output innovations as [out][sample, position], and the columns.
+    ParallelFor(io.team, m, 2, [&](size_t b0, size_t b1) {
+      for (size_t b = b0; b < b1; ++b) {
+        for (size_t o = 0; o < out_; ++o) {
+          std::memcpy(dz_mu + o * ld + b * p, io.delta_out.mu + (first + b) * out_n + o * p,
+                      p * sizeof(float));
+          std::memcpy(dz_var + o * ld + b * p, io.delta_out.var + (first + b) * out_n + o * p,
+                      p * sizeof(float));
+        }
+        Im2Col(g_, io.in.mu + (first + b) * in_n, col_a + b * p, ld);
       }
-    }
+    });
     // Weight deltas, summed over samples and positions against the same
     // prior: var_w * (delta_mu_z mu_a^T), var_w^2 * (delta_var_z (mu_a^2)^T)
     // (the factors are applied after the sum).
     const float beta = first == 0 ? 0.0f : 1.0f;
-    for (size_t b = 0; b < m; ++b) Im2Col(g_, io.in.mu + (first + b) * in_n, col_a + b * p, ld);
-    for (size_t i = 0; i < rows_ * ld; ++i) col_b[i] = col_a[i] * col_a[i];
+    Square(io.team, col_a, col_b, rows_, ld);
     Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_mu, ld, col_a, ld, beta, dw.mu, rows_);
     Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_var, ld, col_b, ld, beta, dw.var, rows_);
     if (io.delta_in.mu == nullptr) continue;
@@ -190,10 +203,12 @@ void Conv2d::Backward(const LayerIo& io) {
     // innovations with mu_w and mu_w^2, scattered back by col2im.
     Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, w.mu, rows_, dz_mu, ld, 0.0f, col_a, ld);
     Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, io.derived, rows_, dz_var, ld, 0.0f, col_b, ld);
-    for (size_t b = 0; b < m; ++b) {
-      Col2Im(g_, col_a + b * p, ld, io.delta_in.mu + (first + b) * in_n);
-      Col2Im(g_, col_b + b * p, ld, io.delta_in.var + (first + b) * in_n);
-    }
+    ParallelFor(io.team, m, 2, [&](size_t b0, size_t b1) {
+      for (size_t b = b0; b < b1; ++b) {
+        Col2Im(g_, col_a + b * p, ld, io.delta_in.mu + (first + b) * in_n);
+        Col2Im(g_, col_b + b * p, ld, io.delta_in.var + (first + b) * in_n);
+      }
+    });
   }
   {
     const float* __restrict var_w = w.var;

@@ -22,6 +22,7 @@
 
 #include "spec/plan.h"
 #include "worker/engine/gaussian.h"
+#include "worker/engine/thread_team.h"
 
 namespace tagi::engine {
 
@@ -58,6 +59,7 @@ struct LayerIo {
   float* scratch = nullptr;
   float* workspace = nullptr;  // shared by every layer: valid during one call only
   const BatchSync* sync = nullptr;  // training only, when statistics span the replicas
+  ThreadTeam* team = nullptr;       // splits elementwise loops (worker/engine/thread_team.h)
 };
 
 // Where an engine's arenas begin, in host or device memory alike: the

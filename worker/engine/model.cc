@@ -6,6 +6,7 @@
 
 #include "common/checksum.h"
 #include "worker/engine/activation.h"
+#include "worker/engine/blas.h"
 #include "worker/engine/conv2d.h"
 #include "worker/engine/linear.h"
 #include "worker/engine/norm.h"
@@ -64,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const Architecture& arch,
 
 void Model::Build() {
   for (const spec::PlannedLayer& l : plan_.layers) layers_.push_back(MakeLayer(l));
+  if (BlasThreads() > 1) team_ = std::make_unique<ThreadTeam>(BlasThreads());
   params_.assign(2 * plan_.num_parameters, 0.0f);
   deltas_.assign(2 * plan_.num_parameters + plan_.num_state + kControlWords, 0.0f);
   state_.assign(plan_.num_state, 0.0f);
@@ -122,6 +124,7 @@ void Model::Forward(const float* x, size_t batch, Mode mode) {
   for (const spec::Step& step : plan_.steps) {
     if (step.op == spec::Step::Op::kLayer) {
       LayerIo io = StepIo(plan_, Bases(), step, batch);
+      io.team = team_.get();
       if (mode == Mode::kTrain && batch_sync_) io.sync = &*batch_sync_;
       layers_[static_cast<size_t>(step.layer)]->Forward(io, mode);
       continue;
@@ -170,7 +173,9 @@ void Model::Backward(size_t batch) {
       AddInto(delta_out, {p.mu, p.var}, n);
     }
     if (step.op == spec::Step::Op::kLayer) {
-      layers_[static_cast<size_t>(step.layer)]->Backward(StepIo(plan_, Bases(), step, batch));
+      LayerIo io = StepIo(plan_, Bases(), step, batch);
+      io.team = team_.get();
+      layers_[static_cast<size_t>(step.layer)]->Backward(io);
       continue;
     }
     // A residual merge passes the innovations of its output unchanged to

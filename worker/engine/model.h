@@ -141,6 +141,8 @@ class Model {
   std::vector<float> workspace_;
   std::optional<HsmTree> tree_;
   std::optional<BatchSync> batch_sync_;
+  // The elementwise loops' threads: as many as BLAS threads at Create().
+  std::unique_ptr<ThreadTeam> team_;
   absl::Status sync_status_;
   // Node probabilities for ClassProbabilities (no allocation per call).
   // mutable: scratch only, ClassProbabilities is logically const.

@@ -102,28 +102,32 @@ void BatchNorm::Forward(const LayerIo& io, Mode mode) {
   }
   const float* mean = train ? batch_mu : running_mu;
   const float* var = train ? batch_var : running_var;
-  for (size_t c = 0; c < channels_; ++c) {
-    const float r = 1.0f / std::sqrt(var[c] + eps_);
-    const float mu_b = bias_ ? io.params[1].mu[c] : 0.0f;
-    const float var_b = bias_ ? io.params[1].var[c] : 0.0f;
-    for (size_t b = 0; b < io.batch; ++b) {
-      const size_t at = b * sample + c * positions_;
-      Normalise(io.in.mu + at, io.in.var + at, positions_, mean[c], r, io.params[0].mu[c],
-                io.params[0].var[c], mu_b, var_b, io.out.mu + at, io.out.var + at);
+  ParallelFor(io.team, channels_, 2, [&](size_t first, size_t last) {
+    for (size_t c = first; c < last; ++c) {
+      const float r = 1.0f / std::sqrt(var[c] + eps_);
+      const float mu_b = bias_ ? io.params[1].mu[c] : 0.0f;
+      const float var_b = bias_ ? io.params[1].var[c] : 0.0f;
+      for (size_t b = 0; b < io.batch; ++b) {
+        const size_t at = b * sample + c * positions_;
+        Normalise(io.in.mu + at, io.in.var + at, positions_, mean[c], r, io.params[0].mu[c],
+                  io.params[0].var[c], mu_b, var_b, io.out.mu + at, io.out.var + at);
+      }
     }
-  }
+  });
 }
 
 void BatchNorm::BatchStatistics(const LayerIo& io, float* mean, float* var) const {
   const size_t sample = channels_ * positions_;
-  for (size_t c = 0; c < channels_; ++c) {
-    std::tie(mean[c], var[c]) = Statistics(io.batch * positions_, [&](auto&& f) {
-      for (size_t b = 0; b < io.batch; ++b) {
-        const size_t at = b * sample + c * positions_;
-        f(io.in.mu + at, io.in.var + at, positions_);
-      }
-    });
-  }
+  ParallelFor(io.team, channels_, 2, [&](size_t first, size_t last) {
+    for (size_t c = first; c < last; ++c) {
+      std::tie(mean[c], var[c]) = Statistics(io.batch * positions_, [&](auto&& f) {
+        for (size_t b = 0; b < io.batch; ++b) {
+          const size_t at = b * sample + c * positions_;
+          f(io.in.mu + at, io.in.var + at, positions_);
+        }
+      });
+    }
+  });
 }
 
 // The same statistics over every replica's batch, in two sums across the
@@ -169,24 +173,26 @@ void BatchNorm::SyncedStatistics(const LayerIo& io, float* mean, float* var) con
 
 void BatchNorm::Backward(const LayerIo& io) {
   const size_t sample = channels_ * positions_;
-  for (size_t c = 0; c < channels_; ++c) {
-    const float mean = io.derived[c];
-    const float r = 1.0f / std::sqrt(io.derived[channels_ + c] + eps_);
-    const float mu_g = io.params[0].mu[c];
-    ParamSums sums;
-    for (size_t b = 0; b < io.batch; ++b) {
-      const size_t at = b * sample + c * positions_;
-      AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
-                   r, io.params[0].var[c], &sums);
-      if (io.delta_in.mu == nullptr) continue;
-      const float k = r * mu_g;
-      for (size_t i = 0; i < positions_; ++i) {
-        io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
-        io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
+  ParallelFor(io.team, channels_, 2, [&](size_t first, size_t last) {
+    for (size_t c = first; c < last; ++c) {
+      const float mean = io.derived[c];
+      const float r = 1.0f / std::sqrt(io.derived[channels_ + c] + eps_);
+      const float mu_g = io.params[0].mu[c];
+      ParamSums sums;
+      for (size_t b = 0; b < io.batch; ++b) {
+        const size_t at = b * sample + c * positions_;
+        AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
+                     r, io.params[0].var[c], &sums);
+        if (io.delta_in.mu == nullptr) continue;
+        const float k = r * mu_g;
+        for (size_t i = 0; i < positions_; ++i) {
+          io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
+          io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
+        }
       }
+      StoreParamDeltas(io, c, sums, bias_);
     }
-    StoreParamDeltas(io, c, sums, bias_);
-  }
+  });
 }
 
 LayerNorm::LayerNorm(const spec::PlannedLayer& planned)
@@ -197,44 +203,47 @@ LayerNorm::LayerNorm(const spec::PlannedLayer& planned)
 
 void LayerNorm::Forward(const LayerIo& io, Mode /*mode*/) {
   const size_t sample = channels_ * positions_;
-  for (size_t b = 0; b < io.batch; ++b) {
-    const float* mu_a = io.in.mu + b * sample;
-    const float* var_a = io.in.var + b * sample;
-    const auto [mean, var] =
-        Statistics(sample, [&](auto&& f) { f(mu_a, var_a, sample); });
-    io.scratch[2 * b] = mean;
-    io.scratch[2 * b + 1] = var;
-    const float r = 1.0f / std::sqrt(var + eps_);
-    for (size_t c = 0; c < channels_; ++c) {
-      const size_t at = c * positions_;
-      Normalise(mu_a + at, var_a + at, positions_, mean, r, io.params[0].mu[c],
-                io.params[0].var[c], bias_ ? io.params[1].mu[c] : 0.0f,
-                bias_ ? io.params[1].var[c] : 0.0f, io.out.mu + b * sample + at,
-                io.out.var + b * sample + at);
+  ParallelFor(io.team, io.batch, 2, [&](size_t first, size_t last) {
+    for (size_t b = first; b < last; ++b) {
+      const float* mu_a = io.in.mu + b * sample;
+      const float* var_a = io.in.var + b * sample;
+      const auto [mean, var] = Statistics(sample, [&](auto&& f) { f(mu_a, var_a, sample); });
+      io.scratch[2 * b] = mean;
+      io.scratch[2 * b + 1] = var;
+      const float r = 1.0f / std::sqrt(var + eps_);
+      for (size_t c = 0; c < channels_; ++c) {
+        const size_t at = c * positions_;
+        Normalise(mu_a + at, var_a + at, positions_, mean, r, io.params[0].mu[c],
+                  io.params[0].var[c], bias_ ? io.params[1].mu[c] : 0.0f,
+                  bias_ ? io.params[1].var[c] : 0.0f, io.out.mu + b * sample + at,
+                  io.out.var + b * sample + at);
+      }
     }
-  }
+  });
 }
 
 void LayerNorm::Backward(const LayerIo& io) {
   const size_t sample = channels_ * positions_;
-  for (size_t c = 0; c < channels_; ++c) {
-    ParamSums sums;
-    const float mu_g = io.params[0].mu[c];
-    for (size_t b = 0; b < io.batch; ++b) {
-      const size_t at = b * sample + c * positions_;
-      const float mean = io.scratch[2 * b];
-      const float r = 1.0f / std::sqrt(io.scratch[2 * b + 1] + eps_);
-      AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
-                   r, io.params[0].var[c], &sums);
-      if (io.delta_in.mu == nullptr) continue;
-      const float k = r * mu_g;
-      for (size_t i = 0; i < positions_; ++i) {
-        io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
-        io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
+  ParallelFor(io.team, channels_, 2, [&](size_t first, size_t last) {
+    for (size_t c = first; c < last; ++c) {
+      ParamSums sums;
+      const float mu_g = io.params[0].mu[c];
+      for (size_t b = 0; b < io.batch; ++b) {
+        const size_t at = b * sample + c * positions_;
+        const float mean = io.scratch[2 * b];
+        const float r = 1.0f / std::sqrt(io.scratch[2 * b + 1] + eps_);
+        AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
+                     r, io.params[0].var[c], &sums);
+        if (io.delta_in.mu == nullptr) continue;
+        const float k = r * mu_g;
+        for (size_t i = 0; i < positions_; ++i) {
+          io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
+          io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
+        }
       }
+      StoreParamDeltas(io, c, sums, bias_);
     }
-    StoreParamDeltas(io, c, sums, bias_);
-  }
+  });
 }
 
 }  // namespace tagi::engine

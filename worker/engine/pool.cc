@@ -20,26 +20,35 @@ Span Cells(size_t o, size_t stride, size_t kernel, size_t offset, size_t size) {
   return {lo, std::max(lo, hi)};
 }
 
-// Calls f(plane offset of the input plane, output cell index, rows, cols)
-// for every window of every (sample, channel) plane.
+// The windows of one (sample, channel) plane.
 template <typename F>
-void ForEachWindow(const WindowGeometry& g, size_t batch, F&& f) {
-  for (size_t plane = 0; plane < batch * g.channels; ++plane) {
-    for (size_t y = 0; y < g.out_height; ++y) {
-      const Span rows = Cells(y, g.stride, g.kernel, g.offset, g.height);
-      for (size_t x = 0; x < g.out_width; ++x) {
-        const Span cols = Cells(x, g.stride, g.kernel, g.offset, g.width);
-        f(plane * g.in_size(), plane * g.out_size() + y * g.out_width + x, rows, cols);
-      }
+void WindowsOfPlane(const WindowGeometry& g, size_t plane, F& f) {
+  for (size_t y = 0; y < g.out_height; ++y) {
+    const Span rows = Cells(y, g.stride, g.kernel, g.offset, g.height);
+    for (size_t x = 0; x < g.out_width; ++x) {
+      const Span cols = Cells(x, g.stride, g.kernel, g.offset, g.width);
+      f(plane * g.in_size(), plane * g.out_size() + y * g.out_width + x, rows, cols);
     }
   }
+}
+
+// Calls f(plane offset of the input plane, output cell index, rows, cols)
+// for every window of every (sample, channel) plane, the planes split over
+// the team (each window reads and writes only its own plane).
+template <typename F>
+void ForEachWindow(const WindowGeometry& g, size_t batch, ThreadTeam* team, F&& f) {
+  ParallelFor(team, batch * g.channels, 2, [&](size_t first, size_t last) {
+    for (size_t plane = first; plane < last; ++plane) {
+      WindowsOfPlane(g, plane, f);
+    }
+  });
 }
 
 }  // namespace
 
 void AvgPool2d::Forward(const LayerIo& io, Mode /*mode*/) {
   const float inv_k = 1.0f / static_cast<float>(g_.kernel * g_.kernel);
-  ForEachWindow(g_, io.batch, [&](size_t in, size_t out, Span rows, Span cols) {
+  ForEachWindow(g_, io.batch, io.team, [&](size_t in, size_t out, Span rows, Span cols) {
     float mu = 0.0f;
     float var = 0.0f;
     for (size_t r = rows.lo; r < rows.hi; ++r) {
@@ -59,7 +68,7 @@ void AvgPool2d::Backward(const LayerIo& io) {
   std::fill_n(io.delta_in.mu, n, 0.0f);
   std::fill_n(io.delta_in.var, n, 0.0f);
   const float inv_k = 1.0f / static_cast<float>(g_.kernel * g_.kernel);
-  ForEachWindow(g_, io.batch, [&](size_t in, size_t out, Span rows, Span cols) {
+  ForEachWindow(g_, io.batch, io.team, [&](size_t in, size_t out, Span rows, Span cols) {
     const float dmu = io.delta_out.mu[out] * inv_k;
     const float dvar = io.delta_out.var[out] * inv_k * inv_k;
     for (size_t r = rows.lo; r < rows.hi; ++r) {
@@ -74,7 +83,7 @@ void AvgPool2d::Backward(const LayerIo& io) {
 // The scratch holds, per output cell, the index within its input plane of
 // the cell it took, as the bits of a float.
 void MaxPool2d::Forward(const LayerIo& io, Mode /*mode*/) {
-  ForEachWindow(g_, io.batch, [&](size_t in, size_t out, Span rows, Span cols) {
+  ForEachWindow(g_, io.batch, io.team, [&](size_t in, size_t out, Span rows, Span cols) {
     size_t best = in + rows.lo * g_.width + cols.lo;
     float best_mu = -std::numeric_limits<float>::infinity();
     for (size_t r = rows.lo; r < rows.hi; ++r) {
@@ -97,12 +106,13 @@ void MaxPool2d::Backward(const LayerIo& io) {
   const size_t n = io.batch * g_.channels * g_.in_size();
   std::fill_n(io.delta_in.mu, n, 0.0f);
   std::fill_n(io.delta_in.var, n, 0.0f);
-  const size_t outputs = io.batch * g_.channels * g_.out_size();
-  for (size_t o = 0; o < outputs; ++o) {
-    const size_t i = o / g_.out_size() * g_.in_size() + std::bit_cast<uint32_t>(io.scratch[o]);
-    io.delta_in.mu[i] += io.delta_out.mu[o];
-    io.delta_in.var[i] += io.delta_out.var[o];
-  }
+  ParallelFor(io.team, io.batch * g_.channels, 2, [&](size_t first, size_t last) {
+    for (size_t o = first * g_.out_size(); o < last * g_.out_size(); ++o) {
+      const size_t i = o / g_.out_size() * g_.in_size() + std::bit_cast<uint32_t>(io.scratch[o]);
+      io.delta_in.mu[i] += io.delta_out.mu[o];
+      io.delta_in.var[i] += io.delta_out.var[o];
+    }
+  });
 }
 
 }  // namespace tagi::engine
