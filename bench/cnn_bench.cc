@@ -193,4 +193,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tagi::bench
 
-int main(int argc, char** argv) { return tagi::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  tagi::engine::ReexecWithShortBlasSpin(argv);  // as tagi-train and tagi-worker run
+  return tagi::bench::Main(argc, argv);
+}

@@ -210,6 +210,7 @@ int Run(const Options& opt, Clock& clock) {
 }  // namespace tagi
 
 int main(int argc, char** argv) {
+  tagi::engine::ReexecWithShortBlasSpin(argv);  // before anything else (blas.h)
   absl::SetProgramUsageMessage(
       "single-process TAGI training.\n"
       "  tagi-train JOB.json [--epochs N] [--device cpu|cuda:N] [--threads T] [--out model.tagi]\n"

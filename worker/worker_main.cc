@@ -52,6 +52,7 @@ ABSL_FLAG(std::string, metrics_port_file, "",
           "Write the chosen metrics port to this file once listening.");
 
 int main(int argc, char** argv) {
+  tagi::engine::ReexecWithShortBlasSpin(argv);  // before anything else (blas.h)
   tagi::InstallTerminationHandler();
   absl::SetProgramUsageMessage(
       "a tagi-ddp worker.\n"

@@ -2,7 +2,10 @@
 
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
 
 namespace tagi::engine {
 namespace {
@@ -41,5 +44,13 @@ void SetBlasThreads(int threads) {
 }
 
 int BlasThreads() { return g_threads.load(); }
+
+void ReexecWithShortBlasSpin(char** argv) {
+  constexpr char kVariable[] = "OPENBLAS_THREAD_TIMEOUT";
+  if (std::getenv(kVariable) != nullptr) return;
+  if (setenv(kVariable, "4", /*overwrite=*/0) != 0) return;
+  execv("/proc/self/exe", argv);
+  // exec failed: run on as we are (the variable now set is harmless).
+}
 
 }  // namespace tagi::engine
