@@ -40,6 +40,16 @@ LayerIo StepIo(const spec::Plan& plan, const ArenaBases& a, const spec::Step& st
   return io;
 }
 
+void RefreshWeightSquares(ConstGaussianView w, size_t count, float* derived) {
+  float* mu_w_sq = derived;
+  float* w_second = derived + count;
+  for (size_t i = 0; i < count; ++i) {
+    const float m = w.mu[i];
+    mu_w_sq[i] = m * m;
+    w_second[i] = m * m + w.var[i];
+  }
+}
+
 void Layer::ApplyStep(const LayerIo& io, float inv_cap, float variance_floor) {
   for (size_t k = 0; k < io.num_blocks; ++k) {
     const GaussianView p = io.params[k];

@@ -82,6 +82,10 @@ LayerIo ModelIo(const spec::Plan& plan, const ArenaBases& arenas, size_t layer);
 LayerIo StepIo(const spec::Plan& plan, const ArenaBases& arenas, const spec::Step& step,
                size_t batch);
 
+// The derived buffers of a weight block of `count` entries (LINEAR and
+// CONV2D): mu_w^2, then mu_w^2 + var_w, back to back at `derived`.
+void RefreshWeightSquares(ConstGaussianView w, size_t count, float* derived);
+
 class Layer {
  public:
   virtual ~Layer() = default;

@@ -8,15 +8,7 @@
 namespace tagi::engine {
 
 void Linear::Refresh(const LayerIo& io) {
-  const float* mu_w = io.params[0].mu;
-  const float* var_w = io.params[0].var;
-  float* mu_w_sq = io.derived;
-  float* w_second = io.derived + weights();
-  for (size_t i = 0; i < weights(); ++i) {
-    const float m = mu_w[i];
-    mu_w_sq[i] = m * m;
-    w_second[i] = m * m + var_w[i];
-  }
+  RefreshWeightSquares({io.params[0].mu, io.params[0].var}, weights(), io.derived);
 }
 
 void Linear::Forward(const LayerIo& io, Mode /*mode*/) {

@@ -38,6 +38,21 @@ void AddParamSums(const float* mu_a, const float* dmu, const float* dvar, size_t
   }
 }
 
+// Backward over `n` values at offset `at` that share (mean, r) and gamma:
+// adds their parameter-delta terms to `sums` and, when the input needs
+// innovations, writes them (the statistics are constants).
+void BackwardRun(const LayerIo& io, size_t at, size_t n, float mean, float r, float mu_g,
+                 float var_g, ParamSums* sums) {
+  AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, n, mean, r, var_g,
+               sums);
+  if (io.delta_in.mu == nullptr) return;
+  const float k = r * mu_g;
+  for (size_t i = 0; i < n; ++i) {
+    io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
+    io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
+  }
+}
+
 void StoreParamDeltas(const LayerIo& io, size_t c, const ParamSums& s, bool bias) {
   io.deltas[0].mu[c] = static_cast<float>(s.gamma_mu);
   io.deltas[0].var[c] = static_cast<float>(s.gamma_var);
@@ -181,14 +196,7 @@ void BatchNorm::Backward(const LayerIo& io) {
       ParamSums sums;
       for (size_t b = 0; b < io.batch; ++b) {
         const size_t at = b * sample + c * positions_;
-        AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
-                     r, io.params[0].var[c], &sums);
-        if (io.delta_in.mu == nullptr) continue;
-        const float k = r * mu_g;
-        for (size_t i = 0; i < positions_; ++i) {
-          io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
-          io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
-        }
+        BackwardRun(io, at, positions_, mean, r, mu_g, io.params[0].var[c], &sums);
       }
       StoreParamDeltas(io, c, sums, bias_);
     }
@@ -232,14 +240,7 @@ void LayerNorm::Backward(const LayerIo& io) {
         const size_t at = b * sample + c * positions_;
         const float mean = io.scratch[2 * b];
         const float r = 1.0f / std::sqrt(io.scratch[2 * b + 1] + eps_);
-        AddParamSums(io.in.mu + at, io.delta_out.mu + at, io.delta_out.var + at, positions_, mean,
-                     r, io.params[0].var[c], &sums);
-        if (io.delta_in.mu == nullptr) continue;
-        const float k = r * mu_g;
-        for (size_t i = 0; i < positions_; ++i) {
-          io.delta_in.mu[at + i] = k * io.delta_out.mu[at + i];
-          io.delta_in.var[at + i] = k * k * io.delta_out.var[at + i];
-        }
+        BackwardRun(io, at, positions_, mean, r, mu_g, io.params[0].var[c], &sums);
       }
       StoreParamDeltas(io, c, sums, bias_);
     }
