@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/hsm_tree.h"
+#include "common/json_depth.h"
 #include "spec/network_proto.h"
 #include "spec/plan.h"
 
@@ -297,6 +298,9 @@ absl::StatusOr<JobSpec> ParseJobSpecJson(const std::string& json) {
   if (json.size() > kMaxJobSpecBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "job spec is %d bytes; at most %d are accepted", json.size(), kMaxJobSpecBytes));
+  }
+  if (auto st = CheckJsonDepth(json); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: ", st.message()));
   }
   JobSpec spec;
   google::protobuf::util::JsonParseOptions options;

@@ -43,6 +43,17 @@ ABSL_FLAG(std::string, http, "",
           "REST/JSON address (host:port; port 0 picks a free one); empty: no HTTP server.");
 ABSL_FLAG(std::string, http_port_file, "",
           "Write the chosen HTTP port to this file once listening.");
+ABSL_FLAG(int, http_max_connections, 1024,
+          "Open connections the REST gateway holds at most; beyond, new ones are closed at once.");
+ABSL_FLAG(int, http_max_connections_per_client, 64,
+          "Open REST connections one client address may hold; beyond, its new ones are closed "
+          "at once.");
+ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(10),
+          "A REST request (headers and body) must arrive whole within this time of its "
+          "connection's accept; the connection is shut otherwise. A connection making no "
+          "progress either way for this long is closed too.");
+ABSL_FLAG(int, http_max_header_bytes, 32 << 10,
+          "Bytes of a REST request's line and headers together; larger requests are 431.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "How often workers send a heartbeat on their session stream.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3),
@@ -87,6 +98,7 @@ struct Options {
   std::string tls_client_ca;
   std::string tls_cert_file;  // for the REST gateway, which reads files
   std::string tls_key_file;
+  HttpServerOptions http_limits;  // connections, sizes, deadlines (not TLS)
 };
 
 // The server credentials --tls-* ask for.
@@ -131,7 +143,10 @@ bool StartRest(const Options& opt, RestGateway& http) {
                  std::string(port.status().message()).c_str());
     return false;
   }
-  http.Start();
+  if (auto st = http.Start(); !st.ok()) {
+    std::fprintf(stderr, "tagi-coordinator: --http: %s\n", std::string(st.message()).c_str());
+    return false;
+  }
   WritePortFile(opt.http_port_file, *port);
   std::fprintf(stderr, "tagi-coordinator: REST on %s (port %d)\n", opt.http.c_str(), *port);
   return true;
@@ -222,9 +237,10 @@ int Run(const Options& opt) {
   std::optional<RestGateway> http;
   if (!opt.http.empty()) {
     RestOptions rest;
+    rest.http = opt.http_limits;
+    rest.http.tls_cert_file = opt.tls_cert_file;
+    rest.http.tls_key_file = opt.tls_key_file;
     rest.api_tokens = opt.api_tokens;
-    rest.tls_cert_file = opt.tls_cert_file;
-    rest.tls_key_file = opt.tls_key_file;
     rest.refusals = &refusals;
     http.emplace(
         coordinator, [&metrics] { return metrics.Scrape(); },
@@ -232,7 +248,7 @@ int Run(const Options& opt) {
           if (!serving.load()) return absl::UnavailableError("the coordinator is shutting down");
           return StateDirWritable(opt.coordinator.state_dir);
         },
-        rest);
+        rest, clock);
     if (!StartRest(opt, *http)) {
       server->Shutdown(std::chrono::system_clock::now());
       return 1;
@@ -300,6 +316,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tagi-coordinator: --max-streams-per-client must be at least 1\n");
     return 2;
   }
+  opt.http_limits.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  opt.http_limits.max_connections_per_client =
+      absl::GetFlag(FLAGS_http_max_connections_per_client);
+  opt.http_limits.request_deadline = absl::GetFlag(FLAGS_http_request_timeout);
+  opt.http_limits.idle_timeout = opt.http_limits.request_deadline;
+  const int header_bytes = absl::GetFlag(FLAGS_http_max_header_bytes);
+  if (opt.http_limits.max_connections < 1 || opt.http_limits.max_connections_per_client < 1 ||
+      opt.http_limits.request_deadline < absl::Seconds(1) || header_bytes < 1024) {
+    std::fprintf(stderr,
+                 "tagi-coordinator: --http-max-connections and --http-max-connections-per-client "
+                 "must be at least 1, --http-request-timeout at least 1s and "
+                 "--http-max-header-bytes at least 1024\n");
+    return 2;
+  }
+  opt.http_limits.max_header_bytes = static_cast<size_t>(header_bytes);
   const int keep = absl::GetFlag(FLAGS_keep_snapshots);
   if (!tagi::ValidHostPort(opt.listen)) {
     std::fprintf(stderr, "tagi-coordinator: --listen \"%s\" is not HOST:PORT\n",

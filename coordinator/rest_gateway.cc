@@ -3,8 +3,6 @@
 #include <google/protobuf/empty.pb.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
-#include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <regex>
@@ -19,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/job_spec.h"
+#include "common/json_depth.h"
 
 namespace tagi::coordinator {
 
@@ -26,6 +25,7 @@ struct RestGateway::Route {
   std::string method;
   std::regex pattern;
   Handler handler;
+  bool takes_body;
 };
 
 namespace {
@@ -33,9 +33,6 @@ namespace {
 constexpr char kJsonType[] = "application/json";
 constexpr char kTextType[] = "text/plain; charset=utf-8";
 constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
-constexpr size_t kDownloadChunkBytes = size_t{1} << 20;
-// httplib refuses form-encoded bodies above this size itself (with 413).
-constexpr size_t kFormBodyLimit = 8192;
 
 // The length of the UTF-8 sequence starting at s[i], or 0 if it is not one.
 size_t Utf8Length(absl::string_view s, size_t i) {
@@ -70,16 +67,16 @@ void AppendJsonString(absl::string_view s, std::string& out) {
   out += '"';
 }
 
-void SendError(httplib::Response& res, const absl::Status& status) {
+void SendError(HttpResponse& res, const absl::Status& status) {
   res.status = HttpStatusFromCode(status.code());
-  res.set_content(ErrorJson(status), kJsonType);
+  res.SetContent(ErrorJson(status), kJsonType);
 }
 
 // For errors that are HTTP's own (405, 413, 415): the HTTP status is given,
 // the code names the closest canonical one.
-void SendError(httplib::Response& res, int http_status, const absl::Status& status) {
+void SendError(HttpResponse& res, int http_status, const absl::Status& status) {
   res.status = http_status;
-  res.set_content(ErrorJson(status), kJsonType);
+  res.SetContent(ErrorJson(status), kJsonType);
 }
 
 google::protobuf::util::JsonParseOptions StrictParse() {
@@ -88,7 +85,7 @@ google::protobuf::util::JsonParseOptions StrictParse() {
   return options;
 }
 
-void SendMessage(httplib::Response& res, const google::protobuf::Message& message,
+void SendMessage(HttpResponse& res, const google::protobuf::Message& message,
                  int http_status = 200) {
   std::string json;
   const auto st = google::protobuf::util::MessageToJsonString(message, &json);
@@ -98,28 +95,28 @@ void SendMessage(httplib::Response& res, const google::protobuf::Message& messag
     return;
   }
   res.status = http_status;
-  res.set_content(json + "\n", kJsonType);
+  res.SetContent(json + "\n", kJsonType);
 }
 
 template <typename T>
-void Reply(httplib::Response& res, const absl::StatusOr<T>& result) {
+void Reply(HttpResponse& res, const absl::StatusOr<T>& result) {
   if (!result.ok()) return SendError(res, result.status());
   SendMessage(res, *result);
 }
 
 // Every route takes its input from the path and the body only.
-bool RefuseQuery(const httplib::Request& req, httplib::Response& res) {
-  if (req.params.empty()) return false;
+bool RefuseQuery(const HttpRequest& req, HttpResponse& res) {
+  if (req.query.empty()) return false;
   SendError(res, absl::InvalidArgumentError(
                      absl::StrFormat("%s %s takes no query parameters (got \"%s\")", req.method,
-                                     req.path, req.params.begin()->first)));
+                                     req.path, req.query.front().first)));
   return true;
 }
 
-// A non-empty body must be declared JSON (415 otherwise).
-bool RefuseContentType(const httplib::Request& req, httplib::Response& res) {
-  if (req.body.empty()) return false;
-  const std::string type = req.get_header_value("Content-Type");
+// A body must be declared JSON (415 otherwise).
+bool RefuseContentType(const HttpRequest& req, HttpResponse& res) {
+  if (!req.has_body) return false;
+  const std::string type = req.Header("Content-Type");
   std::string media = absl::AsciiStrToLower(type.substr(0, type.find(';')));
   absl::StripAsciiWhitespace(&media);
   if (media == kJsonType) return false;
@@ -138,6 +135,7 @@ absl::StatusOr<tagi::v1::JobSpec> ParseSubmitBody(const std::string& body) {
   if (absl::StripAsciiWhitespace(body).empty()) {
     return absl::InvalidArgumentError(absl::StrCat("the body is empty; ", kExpected));
   }
+  if (auto st = CheckJsonDepth(body); !st.ok()) return st;
   google::protobuf::Value value;
   if (auto st = google::protobuf::util::JsonStringToMessage(body, &value); !st.ok()) {
     return absl::InvalidArgumentError(
@@ -154,12 +152,6 @@ absl::StatusOr<tagi::v1::JobSpec> ParseSubmitBody(const std::string& body) {
         absl::StrCat("the body is not valid SubmitJobRequest JSON: ", st.message().as_string()));
   }
   return request.spec();
-}
-
-// The methods whose body httplib reads before routing.
-bool HttplibReadsBody(const std::string& method) {
-  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" ||
-         method == "PRI";
 }
 
 // A name for Content-Disposition: the id with anything unusual replaced.
@@ -214,72 +206,38 @@ std::string ErrorJson(const absl::Status& status) {
   return out;
 }
 
-namespace {
-
-std::unique_ptr<httplib::Server> MakeServer(const RestOptions& options) {
-  if (options.tls_cert_file.empty()) return std::make_unique<httplib::Server>();
-  return std::make_unique<httplib::SSLServer>(options.tls_cert_file.c_str(),
-                                              options.tls_key_file.c_str());
-}
-
-}  // namespace
-
 RestGateway::RestGateway(Coordinator& coordinator, std::function<std::string()> metrics,
-                         std::function<absl::Status()> ready, RestOptions options)
+                         std::function<absl::Status()> ready, RestOptions options, Clock& clock)
     : c_(coordinator),
       metrics_(std::move(metrics)),
       ready_(std::move(ready)),
-      options_(options),
-      server_(MakeServer(options_)) {
-  const int threads = std::max(1, options_.threads);
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // httplib's default also sets SO_REUSEPORT, which would let a second
-  // server share a busy port silently.
-  server_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  server_->set_payload_max_length(options_.max_body_bytes);
-  server_->set_read_timeout(absl::ToChronoMicroseconds(options_.read_timeout));
-  server_->set_write_timeout(absl::ToChronoMicroseconds(options_.write_timeout));
-  // One request per connection. httplib 0.11 leaves the body of a GET (HEAD,
-  // OPTIONS, TRACE) unread, and its bytes would be parsed as the next
-  // request on a kept-alive connection; closing after each reply makes
-  // that impossible, at the price of a connection per request, which a
-  // control-plane API can afford.
-  server_->set_keep_alive_max_count(1);
-  server_->set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours
-        FillError(req, res);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    return PreRoute(req, res) ? httplib::Server::HandlerResponse::Handled
-                              : httplib::Server::HandlerResponse::Unhandled;
-  });
-  server_->set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-        SendError(res, absl::InternalError(
-                           absl::StrFormat("internal error serving %s %s", req.method, req.path)));
-      });
-
-  for (const RouteDef& def : Table()) AddRoute(def);
+      options_(std::move(options)),
+      server_(
+          options_.http, [this](const HttpRequest& req, HttpResponse& res) { return Screen(req, res); },
+          [this](const HttpRequest& req, HttpResponse& res) { Serve(req, res); },
+          [](int http_status, const absl::Status& status, HttpResponse& res) {
+            SendError(res, http_status, status);
+          },
+          clock) {
+  for (const RouteDef& def : Table()) {
+    const std::string pattern = absl::StrReplaceAll(def.path, {{"{id}", "([^/:]+)"}});
+    routes_.push_back(Route{def.method, std::regex(pattern), def.handler, def.takes_body});
+  }
 }
 
 RestGateway::~RestGateway() { Stop(); }
 
 const std::vector<RestGateway::RouteDef>& RestGateway::Table() {
   static const auto* const table = new std::vector<RouteDef>{
-      {"POST", "/v1/jobs", &RestGateway::SubmitJob},
-      {"GET", "/v1/jobs", &RestGateway::ListJobs},
-      {"GET", "/v1/jobs/{id}", &RestGateway::GetJob},
-      {"POST", "/v1/jobs/{id}:cancel", &RestGateway::CancelJob},
-      {"GET", "/v1/jobs/{id}/model", &RestGateway::GetModel},
-      {"GET", "/v1/workers", &RestGateway::ListWorkers},
-      {"GET", "/healthz", &RestGateway::Healthz},
-      {"GET", "/readyz", &RestGateway::Readyz},
-      {"GET", "/metrics", &RestGateway::Metrics},
+      {"POST", "/v1/jobs", &RestGateway::SubmitJob, true},
+      {"GET", "/v1/jobs", &RestGateway::ListJobs, false},
+      {"GET", "/v1/jobs/{id}", &RestGateway::GetJob, false},
+      {"POST", "/v1/jobs/{id}:cancel", &RestGateway::CancelJob, true},
+      {"GET", "/v1/jobs/{id}/model", &RestGateway::GetModel, false},
+      {"GET", "/v1/workers", &RestGateway::ListWorkers, false},
+      {"GET", "/healthz", &RestGateway::Healthz, false},
+      {"GET", "/readyz", &RestGateway::Readyz, false},
+      {"GET", "/metrics", &RestGateway::Metrics, false},
   };
   return *table;
 }
@@ -290,237 +248,144 @@ std::vector<RestRoute> RestGateway::Routes() {
   return routes;
 }
 
-void RestGateway::AddRoute(const RouteDef& def) {
-  const std::string pattern = absl::StrReplaceAll(def.path, {{"{id}", "([^/:]+)"}});
-  const Handler handler = def.handler;
-  auto fn = [this, handler](const httplib::Request& req, httplib::Response& res) {
-    Guarded(handler, req, res);
-  };
-  if (std::string(def.method) == "GET") {
-    server_->Get(pattern, fn);  // httplib serves HEAD with it too
-  } else {                      // the table holds GET and POST routes only
-    server_->Post(pattern, fn);
-  }
-  routes_.push_back(Route{def.method, std::regex(pattern), handler});
-}
-
-void RestGateway::Guarded(Handler handler, const httplib::Request& req, httplib::Response& res) {
-  if (options_.api_tokens.required() && absl::StartsWith(req.path, "/v1/")) {
-    const std::string header = req.get_header_value("Authorization");
-    const std::string token = BearerToken(header);
-    if (token.empty() || !options_.api_tokens.Accepts(token)) {
-      LogRefusal(options_.refusals, "tagi-coordinator", req.remote_addr,
-                 absl::StrCat(req.method, " ", req.path, ": ",
-                              header.empty() ? "no Authorization header" : "invalid API token"));
-      res.set_header("WWW-Authenticate", "Bearer realm=\"tagi\"");
-      return SendError(res, absl::UnauthenticatedError(
-                                header.empty()
-                                    ? "this coordinator requires an API token: send "
-                                      "\"Authorization: Bearer <token>\""
-                                    : "the API token is not valid"));
+const RestGateway::Route* RestGateway::Find(const HttpRequest& req, std::string& id) const {
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  std::smatch match;
+  for (const Route& route : routes_) {
+    if (route.method == method && std::regex_match(req.path, match, route.pattern)) {
+      id = match.size() > 1 ? match[1].str() : "";
+      return &route;
     }
   }
-  (this->*handler)(req, res);
+  return nullptr;
 }
 
-bool RestGateway::PreRoute(const httplib::Request& req, httplib::Response& res) {
-  // httplib 0.11 reads the body of a POST (PUT, ...) that has neither a
-  // Content-Length nor a Transfer-Encoding until the client closes the
-  // connection, then answers 400; such a request has no body (RFC 9112
-  // section 6.3), so it is answered here, before httplib reads anything.
-  if (!HttplibReadsBody(req.method) || req.has_header("Content-Length") ||
-      req.has_header("Transfer-Encoding")) {
-    return false;
-  }
-  DispatchBodiless(req, res);
+bool RestGateway::RefuseUnauthenticated(const HttpRequest& req, HttpResponse& res) {
+  if (!options_.api_tokens.required() || !absl::StartsWith(req.path, "/v1/")) return false;
+  const std::string header = req.Header("Authorization");
+  const std::string token = BearerToken(header);
+  if (!token.empty() && options_.api_tokens.Accepts(token)) return false;
+  LogRefusal(options_.refusals, "tagi-coordinator", req.remote_addr,
+             absl::StrCat(req.method, " ", req.path, ": ",
+                          header.empty() ? "no Authorization header" : "invalid API token"));
+  res.SetHeader("WWW-Authenticate", "Bearer realm=\"tagi\"");
+  SendError(res, absl::UnauthenticatedError(header.empty()
+                                                ? "this coordinator requires an API token: send "
+                                                  "\"Authorization: Bearer <token>\""
+                                                : "the API token is not valid"));
   return true;
 }
 
-void RestGateway::DispatchBodiless(const httplib::Request& req, httplib::Response& res) {
-  httplib::Request copy = req;  // the handlers read the path's groups from matches
+void RestGateway::NoRoute(const HttpRequest& req, HttpResponse& res) const {
+  std::set<std::string> allowed;
   for (const Route& route : routes_) {
-    if (route.method == copy.method && std::regex_match(copy.path, copy.matches, route.pattern)) {
-      return Guarded(route.handler, copy, res);
-    }
+    if (std::regex_match(req.path, route.pattern)) allowed.insert(route.method);
   }
-  res.status = 404;
-  FillError(req, res);
+  if (allowed.contains("GET")) allowed.insert("HEAD");
+  if (!allowed.empty()) {
+    const std::string allow = absl::StrJoin(allowed, ", ");
+    res.SetHeader("Allow", allow);
+    return SendError(res, 405,
+                     absl::UnimplementedError(absl::StrFormat(
+                         "%s is not served on %s; allowed: %s", req.method, req.path, allow)));
+  }
+  SendError(res, 404,
+            absl::NotFoundError(
+                absl::StrFormat("no such path: %s (see docs/openapi.yaml)", req.path)));
 }
 
-void RestGateway::FillError(const httplib::Request& req, httplib::Response& res) const {
-  // A request no handler took arrives here as 404 (a method httplib routes
-  // but no route for it) or 400 (a method httplib has no table for, like
-  // TRACE, or does not know at all, like QUERY: then only the raw target is
-  // parsed).
-  const bool routed_method = req.method == "GET" || req.method == "HEAD" ||
-                             req.method == "OPTIONS" || HttplibReadsBody(req.method);
-  const bool unrouted = res.status == 404 || (res.status == 400 && !routed_method &&
-                                              absl::StartsWith(req.version, "HTTP/"));
-  if (unrouted) {
-    const std::string path =
-        req.path.empty() ? req.target.substr(0, req.target.find('?')) : req.path;
-    std::set<std::string> allowed;
-    for (const Route& route : routes_) {
-      if (std::regex_match(path, route.pattern)) allowed.insert(route.method);
-    }
-    if (allowed.contains("GET")) allowed.insert("HEAD");
-    if (!allowed.empty()) {
-      const std::string allow = absl::StrJoin(allowed, ", ");
-      res.set_header("Allow", allow);
-      return SendError(res, 405,
-                       absl::UnimplementedError(absl::StrFormat(
-                           "%s is not served on %s; allowed: %s", req.method, path, allow)));
-    }
-    return SendError(
-        res, 404,
-        absl::NotFoundError(absl::StrFormat("no such path: %s (see docs/openapi.yaml)", path)));
+bool RestGateway::Screen(const HttpRequest& req, HttpResponse& res) {
+  std::string id;
+  const Route* route = Find(req, id);
+  if (route == nullptr) {
+    NoRoute(req, res);
+    return true;
   }
-  if (res.status == 400) {
-    return SendError(res, absl::InvalidArgumentError(absl::StrFormat(
-                              "malformed HTTP request (%s %s)", req.method, req.path)));
+  if (RefuseUnauthenticated(req, res) || RefuseQuery(req, res)) return true;
+  if (route->takes_body) {
+    if (RefuseContentType(req, res)) return true;
+    if (req.has_body) return false;  // read it, then Serve
   }
-  if (res.status == 413) {
-    const bool form = absl::StrContains(req.get_header_value("Content-Type"),
-                                        "application/x-www-form-urlencoded");
-    return SendError(
-        res, 413,
-        absl::InvalidArgumentError(
-            form ? absl::StrFormat("a form-encoded body is limited to %d bytes; send the job as "
-                                   "JSON with \"Content-Type: %s\"",
-                                   kFormBodyLimit, kJsonType)
-                 : absl::StrFormat("the body exceeds the limit of %d bytes",
-                                   options_.max_body_bytes)));
-  }
-  if (res.status == 414) {
-    return SendError(res, 414, absl::InvalidArgumentError("the request URI is too long"));
-  }
-  SendError(
-      res, res.status,
-      absl::UnknownError(absl::StrFormat("HTTP %d for %s %s", res.status, req.method, req.path)));
+  (this->*route->handler)(req, id, res);
+  return true;
 }
 
-absl::StatusOr<int> RestGateway::Bind(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("\"%s\" is not HOST:PORT with a port in 0..65535", address));
-  }
-  if (!server_->is_valid()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "cannot serve HTTPS with --tls-cert %s and --tls-key %s (unreadable, or not a matching "
-        "PEM pair)",
-        options_.tls_cert_file, options_.tls_key_file));
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const int bound =
-      port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("cannot listen on %s (is the address local and the port free?)", address));
-  }
-  return bound;
+void RestGateway::Serve(const HttpRequest& req, HttpResponse& res) {
+  std::string id;
+  const Route* route = Find(req, id);
+  if (route == nullptr) return NoRoute(req, res);  // Screen answered it already
+  (this->*route->handler)(req, id, res);
 }
 
-void RestGateway::Start() {
-  started_ = true;
-  thread_ = std::thread([this] {
-    server_->listen_after_bind();
-    listen_done_.Notify();
-  });
-}
+absl::StatusOr<int> RestGateway::Bind(const std::string& address) { return server_.Bind(address); }
 
-void RestGateway::Stop() {
-  if (!started_) return;
-  started_ = false;
-  // stop() is a no-op until the accept loop runs; repeat until it ended.
-  do {
-    server_->stop();
-  } while (!listen_done_.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
-  thread_.join();
-}
+absl::Status RestGateway::Start() { return server_.Start(); }
 
-void RestGateway::SubmitJob(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseContentType(req, res) || RefuseQuery(req, res)) return;
+void RestGateway::Stop() { server_.Stop(); }
+
+void RestGateway::SubmitJob(const HttpRequest& req, const std::string&, HttpResponse& res) {
   auto spec = ParseSubmitBody(req.body);
   if (!spec.ok()) return SendError(res, spec.status());
   auto job = c_.Submit(*spec);
   if (!job.ok()) return SendError(res, job.status());
-  res.set_header("Location", "/v1/jobs/" + job->id());
+  res.SetHeader("Location", "/v1/jobs/" + job->id());
   SendMessage(res, *job, 201);
 }
 
-void RestGateway::ListJobs(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseQuery(req, res)) return;
+void RestGateway::ListJobs(const HttpRequest&, const std::string&, HttpResponse& res) {
   tagi::v1::ListJobsResponse reply;
   for (auto& job : c_.List()) *reply.add_jobs() = std::move(job);
   SendMessage(res, reply);
 }
 
-void RestGateway::GetJob(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseQuery(req, res)) return;
-  Reply(res, c_.Get(req.matches[1]));
+void RestGateway::GetJob(const HttpRequest&, const std::string& id, HttpResponse& res) {
+  Reply(res, c_.Get(id));
 }
 
-void RestGateway::CancelJob(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseContentType(req, res) || RefuseQuery(req, res)) return;
+void RestGateway::CancelJob(const HttpRequest& req, const std::string& id, HttpResponse& res) {
   // The id is in the path; a body, if any, must be the empty object.
   google::protobuf::Empty empty;
   if (!absl::StripAsciiWhitespace(req.body).empty()) {
-    if (auto st = google::protobuf::util::JsonStringToMessage(req.body, &empty, StrictParse());
-        !st.ok()) {
-      return SendError(res, absl::InvalidArgumentError(absl::StrCat("cancel takes no body or {}; ",
-                                                                    st.message().as_string())));
+    absl::Status st = CheckJsonDepth(req.body);
+    if (st.ok()) {
+      const auto parsed = google::protobuf::util::JsonStringToMessage(req.body, &empty, StrictParse());
+      if (!parsed.ok()) st = absl::InvalidArgumentError(parsed.message().as_string());
+    }
+    if (!st.ok()) {
+      return SendError(res, absl::InvalidArgumentError(
+                                absl::StrCat("cancel takes no body or {}; ", st.message())));
     }
   }
-  Reply(res, c_.Cancel(req.matches[1]));
+  Reply(res, c_.Cancel(id));
 }
 
-void RestGateway::GetModel(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseQuery(req, res)) return;
-  const std::string id = req.matches[1];
+void RestGateway::GetModel(const HttpRequest&, const std::string& id, HttpResponse& res) {
   auto bytes = c_.ModelFile(id);
   if (!bytes.ok()) return SendError(res, bytes.status());
-  res.set_header("Content-Disposition",
-                 absl::StrCat("attachment; filename=\"", DownloadName(id), "\""));
-  if (bytes->empty()) {
-    res.set_content("", "application/octet-stream");
-    return;
-  }
-  auto data = std::make_shared<const std::string>(std::move(*bytes));
-  res.set_content_provider(data->size(), "application/octet-stream",
-                           [data](size_t offset, size_t length, httplib::DataSink& sink) {
-                             return sink.write(data->data() + offset,
-                                               std::min(length, kDownloadChunkBytes));
-                           });
+  res.SetHeader("Content-Disposition",
+                absl::StrCat("attachment; filename=\"", DownloadName(id), "\""));
+  res.SetSharedContent(std::make_shared<const std::string>(std::move(*bytes)),
+                       "application/octet-stream");
 }
 
-void RestGateway::ListWorkers(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseQuery(req, res)) return;
+void RestGateway::ListWorkers(const HttpRequest&, const std::string&, HttpResponse& res) {
   tagi::v1::ListWorkersResponse reply;
   for (auto& w : c_.ListWorkers()) *reply.add_workers() = std::move(w);
   SendMessage(res, reply);
 }
 
-void RestGateway::Healthz(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseQuery(req, res)) return;
-  res.set_content("ok\n", kTextType);
+void RestGateway::Healthz(const HttpRequest&, const std::string&, HttpResponse& res) {
+  res.SetContent("ok\n", kTextType);
 }
 
-void RestGateway::Readyz(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseQuery(req, res)) return;
+void RestGateway::Readyz(const HttpRequest&, const std::string&, HttpResponse& res) {
   const absl::Status st = ready_();
   if (!st.ok()) return SendError(res, 503, st);
-  res.set_content("ok\n", kTextType);
+  res.SetContent("ok\n", kTextType);
 }
 
-void RestGateway::Metrics(const httplib::Request& req, httplib::Response& res) {
-  if (RefuseQuery(req, res)) return;
-  res.set_content(metrics_(), kMetricsType);
+void RestGateway::Metrics(const HttpRequest&, const std::string&, HttpResponse& res) {
+  res.SetContent(metrics_(), kMetricsType);
 }
 
 }  // namespace tagi::coordinator

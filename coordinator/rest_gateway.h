@@ -19,12 +19,14 @@
 // serve is 405 with an Allow header, an unknown path 404, a body over
 // max_body_bytes 413, a POST body that is not application/json 415.
 //
-// Bounded: handlers wait on nothing but the Coordinator's lock (the calls
-// used here have no long polls), a model file read from the state dir, and
-// the callbacks given to the constructor; sockets have read and write
-// timeouts; each connection carries one request (httplib 0.11 leaves the
-// body of a GET unread, which would corrupt a kept-alive connection). The
-// server runs on its own pool of `threads` threads.
+// Bounded (common/http_server.h): a few event-loop threads serve every
+// connection; connections are limited in total and per client address;
+// headers, bodies (of any transfer encoding) and the time to send a request
+// have limits; a request is authenticated, routed and its content type
+// checked before a byte of its body is read; JSON bodies are checked for
+// nesting depth before they are parsed. Handlers wait on nothing but the
+// Coordinator's lock, a model file read from the state dir, and the
+// callbacks given to the constructor. One request per connection.
 // Handlers run concurrently (the Coordinator is thread-safe); Bind, Start
 // and Stop are called by one owner thread.
 #ifndef TAGI_COORDINATOR_REST_GATEWAY_H_
@@ -34,22 +36,17 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/clock.h"
+#include "common/http_server.h"
 #include "common/refusal_log.h"
 #include "coordinator/coordinator.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace tagi::coordinator {
 
@@ -75,18 +72,14 @@ struct RestRoute {
 };
 
 struct RestOptions {
-  size_t max_body_bytes = size_t{1} << 20;  // larger request bodies are 413
-  absl::Duration read_timeout = absl::Seconds(5);
-  absl::Duration write_timeout = absl::Seconds(10);
-  int threads = 8;
+  // Connections, header and body sizes, deadlines, event loops and TLS
+  // (HttpServerOptions; the flags --http-max-connections and friends).
+  HttpServerOptions http;
   // Not empty: every /v1 route needs "Authorization: Bearer <token>" with
   // one of these; a request without a valid one is 401 UNAUTHENTICATED
-  // with "WWW-Authenticate: Bearer" and changes nothing. /healthz, /readyz
-  // and /metrics stay open.
+  // with "WWW-Authenticate: Bearer" and changes nothing (its body is never
+  // read). /healthz, /readyz and /metrics stay open.
   TokenSet api_tokens;
-  // Both set: serve HTTPS with this PEM certificate chain and key.
-  std::string tls_cert_file;
-  std::string tls_key_file;
   // Rate-limits the log lines of refused requests; not owned; null logs each.
   RefusalLog* refusals = nullptr;
 };
@@ -98,7 +91,7 @@ class RestGateway {
   // message otherwise). Both are called on server threads and must be
   // thread-safe and bounded. `coordinator` must outlive this object.
   RestGateway(Coordinator& coordinator, std::function<std::string()> metrics,
-              std::function<absl::Status()> ready, RestOptions options = {});
+              std::function<absl::Status()> ready, RestOptions options, Clock& clock);
   ~RestGateway();  // Stop()
   RestGateway(const RestGateway&) = delete;
   RestGateway& operator=(const RestGateway&) = delete;
@@ -110,54 +103,60 @@ class RestGateway {
   // one) and returns the port. A port in use is FailedPrecondition: the
   // socket does not share ports (no SO_REUSEPORT). REQUIRES: called once.
   absl::StatusOr<int> Bind(const std::string& address);
-  // Serves on a background thread. REQUIRES: Bind succeeded.
-  void Start();
-  // Closes the listening socket and joins the server's threads (in-flight
-  // requests finish, bounded by the socket timeouts). Idempotent.
+  // Serves on background threads. FailedPrecondition when the server
+  // cannot start (HTTPS with a certificate and key that do not match).
+  // REQUIRES: Bind succeeded.
+  absl::Status Start();
+  // Closes the listening socket and every connection and joins the
+  // server's threads. Idempotent.
   void Stop();
 
+  HttpServerStats stats() { return server_.stats(); }
+
  private:
-  using Handler = void (RestGateway::*)(const httplib::Request&, httplib::Response&);
+  // A route's handler; `id` is the path's {id} segment, if it has one.
+  using Handler = void (RestGateway::*)(const HttpRequest&, const std::string& id,
+                                        HttpResponse&);
   struct RouteDef {
     const char* method;
     const char* path;  // "{id}" stands for one path segment without ':'
     Handler handler;
+    bool takes_body;   // reads a JSON body (POST routes)
   };
   struct Route;
 
   // The one table of routes: the server and Routes() read it.
   static const std::vector<RouteDef>& Table();
-  void AddRoute(const RouteDef& def);
-  // Answers what must not reach httplib's routing (true when it did).
-  bool PreRoute(const httplib::Request& req, httplib::Response& res);
-  // Routes a request that carries no body without letting httplib read one.
-  void DispatchBodiless(const httplib::Request& req, httplib::Response& res);
-  // Rewrites httplib's bodiless errors (no route, 413, ...) as JSON errors;
-  // turns "no route" into 405 where the path exists with other methods.
-  void FillError(const httplib::Request& req, httplib::Response& res) const;
-  // Runs `handler` when the request may use the route (see
-  // RestOptions::api_tokens), answers 401 otherwise.
-  void Guarded(Handler handler, const httplib::Request& req, httplib::Response& res);
+  // The route for the request's method and path (HEAD finds GET's), with
+  // the {id}; null when none.
+  const Route* Find(const HttpRequest& req, std::string& id) const;
+  // Before the body: answers every request that is refused (no route, 405,
+  // 401, a query, a body that is not JSON) and every request without a
+  // body; true when it answered.
+  bool Screen(const HttpRequest& req, HttpResponse& res);
+  // A request whose body has been read.
+  void Serve(const HttpRequest& req, HttpResponse& res);
+  // 401 when the request may not use /v1 routes; false when it may.
+  bool RefuseUnauthenticated(const HttpRequest& req, HttpResponse& res);
+  // 404 or 405 (with Allow) for a request no route takes.
+  void NoRoute(const HttpRequest& req, HttpResponse& res) const;
 
-  void SubmitJob(const httplib::Request& req, httplib::Response& res);
-  void ListJobs(const httplib::Request& req, httplib::Response& res);
-  void GetJob(const httplib::Request& req, httplib::Response& res);
-  void CancelJob(const httplib::Request& req, httplib::Response& res);
-  void GetModel(const httplib::Request& req, httplib::Response& res);
-  void ListWorkers(const httplib::Request& req, httplib::Response& res);
-  void Healthz(const httplib::Request& req, httplib::Response& res);
-  void Readyz(const httplib::Request& req, httplib::Response& res);
-  void Metrics(const httplib::Request& req, httplib::Response& res);
+  void SubmitJob(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void ListJobs(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void GetJob(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void CancelJob(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void GetModel(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void ListWorkers(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void Healthz(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void Readyz(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void Metrics(const HttpRequest& req, const std::string& id, HttpResponse& res);
 
   Coordinator& c_;
   const std::function<std::string()> metrics_;
   const std::function<absl::Status()> ready_;
   const RestOptions options_;
-  std::unique_ptr<httplib::Server> server_;
   std::vector<Route> routes_;  // filled by the constructor, read-only after
-  std::thread thread_;
-  absl::Notification listen_done_;
-  bool started_ = false;  // owner thread only
+  HttpServer server_;
 };
 
 }  // namespace tagi::coordinator

@@ -7,7 +7,7 @@ PACKAGES=(
   cmake g++ make pkg-config
   libabsl-dev libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc libgloo-dev
-  libcpp-httplib-dev prometheus-cpp-dev
+  libcpp-httplib-dev libmicrohttpd-dev prometheus-cpp-dev
   prometheus docker-compose curl python3-yaml openssl
   libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev
