@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,7 @@ absl::Status ErrnoError(const std::string& what, const std::string& path) {
   const std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
   return absl::InternalError(msg);
 }
 
@@ -106,6 +108,64 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& data) {
   }
   Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() >= 0) ::fsync(dfd.get());
+  return absl::OkStatus();
+}
+
+absl::Status CheckDirWritable(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path path = fs::absolute(dir, ec);
+  if (ec) path = dir;
+  while (!fs::exists(path, ec) && path.has_parent_path() && path != path.parent_path()) {
+    path = path.parent_path();
+  }
+  const std::string where = path == fs::path(dir) ? dir : absl::StrCat(dir, " (", path.string(), ")");
+  if (!fs::is_directory(path, ec)) {
+    return absl::UnavailableError(absl::StrCat(where, " is not a directory"));
+  }
+  struct statvfs vfs;
+  if (::statvfs(path.c_str(), &vfs) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot stat the file system of ", where, ": ", std::strerror(errno)));
+  }
+  if ((vfs.f_flag & ST_RDONLY) != 0) {
+    return absl::UnavailableError(absl::StrCat(where, " is on a read-only file system"));
+  }
+  if (vfs.f_bavail == 0) {
+    return absl::UnavailableError(absl::StrCat(where, " is on a full file system (no space left)"));
+  }
+  if (vfs.f_files > 0 && vfs.f_favail == 0) {
+    return absl::UnavailableError(
+        absl::StrCat(where, " is on a file system with no free inodes"));
+  }
+  if (::access(path.c_str(), W_OK | X_OK) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat(where, " is not writable: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RealFileSystem::WriteFileAtomic(const std::string& path, const std::string& data) {
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    if (ec) {
+      const absl::Status st = absl::InternalError(absl::StrCat(
+          "cannot create ", target.parent_path().string(), ": ", ec.message()));
+      if (ec == std::errc::no_space_on_device) return absl::ResourceExhaustedError(st.message());
+      return st;
+    }
+  }
+  return tagi::WriteFileAtomic(path, data);
+}
+
+absl::Status RealFileSystem::RemoveAll(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return absl::InternalError(absl::StrCat("cannot remove ", path, ": ", ec.message()));
+  }
   return absl::OkStatus();
 }
 

@@ -4,6 +4,10 @@
 // it, renames it over the target and fsyncs the directory: after a crash the
 // target holds either the old or the new contents, never a mix.
 // Thread-safe (no shared state); concurrent writers of one path race.
+//
+// FileSystem is the seam through which the coordinator's state dir is
+// written and pruned, so that tests can inject disk faults (a full disk, a
+// read-only mount, an I/O error) by wrapping RealFileSystem.
 #ifndef TAGI_COMMON_FILE_UTIL_H_
 #define TAGI_COMMON_FILE_UTIL_H_
 
@@ -19,6 +23,29 @@ namespace tagi {
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_size);
 
 absl::Status WriteFileAtomic(const std::string& path, const std::string& data);
+
+// OK when files can be created under `dir` (or, when it does not exist yet,
+// under its nearest existing ancestor): a writable directory on a file
+// system that is neither mounted read-only nor out of space or inodes.
+// Unavailable naming the problem and the path otherwise. Cheap (stat,
+// statvfs, access): nothing is written.
+absl::Status CheckDirWritable(const std::string& dir);
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // As tagi::WriteFileAtomic; creates the parent directories first.
+  virtual absl::Status WriteFileAtomic(const std::string& path, const std::string& data) = 0;
+  // Removes a file or a directory tree; OK when nothing is there.
+  virtual absl::Status RemoveAll(const std::string& path) = 0;
+};
+
+// The host's file system. Stateless.
+class RealFileSystem : public FileSystem {
+ public:
+  absl::Status WriteFileAtomic(const std::string& path, const std::string& data) override;
+  absl::Status RemoveAll(const std::string& path) override;
+};
 
 }  // namespace tagi
 

@@ -117,6 +117,55 @@ void CheckModelMemory(const spec::Architecture& arch, uint32_t batch, Problems& 
   }
 }
 
+// Decodes the UTF-8 sequence at text[i]; 0 (and cp untouched) when it is
+// not well formed (overlong, surrogate, past U+10FFFF, truncated).
+size_t Utf8Sequence(const std::string& text, size_t i, uint32_t& cp) {
+  const auto byte = [&](size_t k) { return static_cast<uint8_t>(text[k]); };
+  const uint8_t b0 = byte(i);
+  size_t n = 0;
+  uint32_t v = 0;
+  uint32_t min = 0;
+  if (b0 < 0x80) return cp = b0, 1;
+  if ((b0 & 0xE0) == 0xC0) n = 2, v = b0 & 0x1F, min = 0x80;
+  else if ((b0 & 0xF0) == 0xE0) n = 3, v = b0 & 0x0F, min = 0x800;
+  else if ((b0 & 0xF8) == 0xF0) n = 4, v = b0 & 0x07, min = 0x10000;
+  else return 0;
+  if (i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (byte(i + k) & 0x3F);
+  }
+  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+  cp = v;
+  return n;
+}
+
+// Characters that would let a job's text act on a terminal or hide what it
+// says: C0 controls, DEL, C1 controls, bidirectional overrides and isolates.
+bool ForbiddenInText(uint32_t cp) {
+  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void CheckText(const JobSpec& spec, Problems& p) {
+  const DataSpec& d = spec.data();
+  if (auto st = CheckJobText("name", spec.name(), kMaxJobNameBytes); !st.ok()) {
+    p.AddRaw(std::string(st.message()));
+  }
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string*>{"data.train_images", &d.train_images()},
+        {"data.train_labels", &d.train_labels()},
+        {"data.test_images", &d.test_images()},
+        {"data.test_labels", &d.test_labels()},
+        {"data.train_csv", &d.train_csv()},
+        {"data.test_csv", &d.test_csv()},
+        {"data.cifar10_dir", &d.cifar10_dir()}}) {
+    if (auto st = CheckJobText(field, *value, kMaxDataPathBytes); !st.ok()) {
+      p.AddRaw(std::string(st.message()));
+    }
+  }
+}
+
 // The image layers have no CUDA implementation yet (issue 13).
 bool CpuOnly(spec::LayerKind kind) {
   using tagi::v1::Layer;
@@ -253,7 +302,9 @@ void CheckTraining(const JobSpec& spec, Problems& p) {
   if (spec.batch_size() < 1 || spec.batch_size() > kMaxBatchSize) {
     p.Add("batch_size: %d; expected 1..%d", spec.batch_size(), kMaxBatchSize);
   }
-  if (spec.epochs() < 1) p.Add("epochs: %d; expected >= 1", spec.epochs());
+  if (spec.epochs() < 1 || spec.epochs() > kMaxEpochs) {
+    p.Add("epochs: %d; expected 1..%d", spec.epochs(), kMaxEpochs);
+  }
   const auto& noise = spec.noise();
   if (!FinitePositive(noise.sigma_v())) {
     p.Add("noise.sigma_v: %g; expected a finite value > 0", noise.sigma_v());
@@ -339,12 +390,62 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (arch && spec.batch_size() >= 1 && spec.batch_size() <= kMaxBatchSize) {
     CheckModelMemory(*arch, spec.batch_size(), p);
   }
+  if (arch) {
+    if (auto st = CheckModelUploadable(spec, kMaxUploadBytes); !st.ok()) {
+      p.AddRaw(std::string(st.message()));
+    }
+  }
+  CheckText(spec, p);
   if (arch) CheckLayerNeeds(*arch, spec, p);
   CheckHead(spec, p);
   CheckData(spec.data(), p);
   CheckAugment(spec, p);
   CheckTraining(spec, p);
   return p.ToStatus();
+}
+
+absl::Status CheckJobText(const std::string& field, const std::string& text, size_t max_bytes) {
+  if (text.size() > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d bytes; at most %d are allowed", field, text.size(), max_bytes));
+  }
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp = 0;
+    const size_t n = Utf8Sequence(text, i, cp);
+    if (n == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: not valid UTF-8 at byte %d", field, i));
+    }
+    if (ForbiddenInText(cp)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: holds the control character U+%04X at byte %d; control characters and "
+          "bidirectional overrides are not allowed",
+          field, cp, i));
+    }
+    i += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModelUploadable(const JobSpec& job, uint64_t max_upload_bytes) {
+  Problems ignored;
+  const std::optional<spec::Architecture> arch = BuildArchitecture(job, ignored);
+  if (!arch) return absl::OkStatus();
+  const auto plan = spec::MakePlan(*arch, {1, 1});
+  if (!plan.ok()) return absl::OkStatus();
+  const uint64_t params = plan->num_parameters;
+  const uint64_t state = plan->num_state;
+  const uint64_t needed = 8 * params + 4 * state + kUploadOverheadBytes;
+  if (needed <= max_upload_bytes) return absl::OkStatus();
+  const uint64_t room = max_upload_bytes > kUploadOverheadBytes + 4 * state
+                            ? (max_upload_bytes - kUploadOverheadBytes - 4 * state) / 8
+                            : 0;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "layers: the network has %d parameters and %d state values, so its model file and "
+      "snapshots would take about %d MiB, more than the %d MiB the coordinator accepts for "
+      "a model or snapshot upload; at most %d parameters fit (8 bytes each: mean and "
+      "variance)",
+      params, state, needed >> 20, max_upload_bytes >> 20, room));
 }
 
 absl::StatusOr<spec::Architecture> JobArchitecture(const JobSpec& job) {

@@ -39,6 +39,23 @@ inline constexpr uint32_t kMaxWorldSize = 4096;
 // hostile or mistaken job is refused at submission instead of failing an
 // allocation on every worker it reaches.
 inline constexpr uint64_t kMaxModelBytes = uint64_t{64} << 30;
+// Free text in a job, which every API client is shown: the name at most
+// kMaxJobNameBytes, each data path at most kMaxDataPathBytes, both valid
+// UTF-8 without control characters (C0, DEL, C1) or bidirectional
+// overrides, so that a listing stays small and a terminal shows it as
+// written.
+inline constexpr size_t kMaxJobNameBytes = 256;
+inline constexpr size_t kMaxDataPathBytes = 1024;
+// Epochs of one job: each finished epoch adds a metrics record to the job.
+inline constexpr uint32_t kMaxEpochs = 10000;
+// The largest model file or snapshot the coordinator accepts by default
+// (CoordinatorOptions::max_model_bytes, max_snapshot_bytes): a network
+// whose parameters (mean and variance, 8 bytes each) and state would not
+// fit is refused at validation, since it could never deliver its model.
+inline constexpr uint64_t kMaxUploadBytes = uint64_t{1} << 31;
+// Room kept in an upload for everything but the parameter and state
+// arrays (headers, architecture, standardiser, checksums).
+inline constexpr uint64_t kUploadOverheadBytes = uint64_t{2} << 20;
 // The most zero padding a random crop may add on each side
 // (data.augment.random_crop_padding; also at most the image's height and
 // width).
@@ -49,6 +66,19 @@ absl::StatusOr<tagi::v1::JobSpec> LoadJobSpecFile(const std::string& path);
 std::string JobSpecToJson(const tagi::v1::JobSpec& spec);
 
 absl::Status ValidateJobSpec(const tagi::v1::JobSpec& spec);
+
+// OK when the job's model file and snapshots, at 8 bytes per parameter and
+// 4 per state value plus kUploadOverheadBytes, fit in max_upload_bytes;
+// InvalidArgument naming the parameter count, the size needed, the limit
+// and the largest parameter count that fits otherwise. (ValidateJobSpec
+// applies it with kMaxUploadBytes; a coordinator with smaller upload limits
+// applies its own.) OK for a network that does not build: ValidateJobSpec
+// reports that.
+absl::Status CheckModelUploadable(const tagi::v1::JobSpec& spec, uint64_t max_upload_bytes);
+
+// OK for text users may give a job (see kMaxJobNameBytes); otherwise
+// InvalidArgument naming `field`, the problem and its byte offset.
+absl::Status CheckJobText(const std::string& field, const std::string& text, size_t max_bytes);
 
 // The network a job describes: its layers (either layer form, migrated by
 // spec/network_proto.h), its input shape (`input`, or 3x32x32 for CIFAR10

@@ -3,9 +3,11 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -19,6 +21,13 @@ namespace tagi::coordinator {
 using tagi::v1::Job;
 using tagi::v1::JobState;
 
+namespace {
+
+// The reason of a pending job while the state dir cannot be written.
+constexpr char kWaitingForDisk[] = "waiting for the state dir to be writable: ";
+
+}  // namespace
+
 std::string JobStateName(JobState state) { return tagi::v1::JobState_Name(state); }
 
 bool IsTerminal(JobState s) {
@@ -26,7 +35,10 @@ bool IsTerminal(JobState s) {
 }
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
-    : options_(std::move(options)), clock_(clock), wall_offset_(absl::Now() - clock.Now()) {
+    : options_(std::move(options)),
+      clock_(clock),
+      wall_offset_(absl::Now() - clock.Now()),
+      fs_(options_.fs != nullptr ? *options_.fs : real_fs_) {
   if (!options_.state_dir.empty()) {
     snapshot_dir_ = (std::filesystem::path(options_.state_dir) / "snapshots").string();
   } else {
@@ -41,17 +53,13 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
                              "from their seed after a failure");
     }
   }
-  snapshots_ = std::make_unique<SnapshotStore>(snapshot_dir_, options_.keep_snapshots);
+  snapshots_ = std::make_unique<SnapshotStore>(snapshot_dir_, options_.keep_snapshots, &fs_);
+  writer_ = std::make_unique<StateWriter>(clock_);
   if (!options_.state_dir.empty()) LoadState();
-  writer_ = std::thread([this] { WriteSnapshotsLoop(); });
 }
 
 Coordinator::~Coordinator() {
-  {
-    absl::MutexLock lock(&write_mu_);
-    stop_writer_ = true;  // the writer drains what is queued, then ends
-  }
-  writer_.join();
+  writer_.reset();  // one last attempt at what is queued; its callbacks still find the jobs
   if (snapshot_dir_is_temporary_) {
     std::error_code ec;
     std::filesystem::remove_all(snapshot_dir_, ec);
@@ -94,11 +102,20 @@ absl::StatusOr<Coordinator::JobRecord*> Coordinator::FencedJob(const std::string
 
 absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
   if (auto st = ValidateJobSpec(spec); !st.ok()) return st;
+  if (auto st = CheckModelUploadable(
+          spec, std::min<uint64_t>(options_.max_model_bytes, options_.max_snapshot_bytes));
+      !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid job: ", st.message()));
+  }
   const int world = spec.world_size() > 0 ? static_cast<int>(spec.world_size()) : options_.world;
   if (world > options_.world) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "invalid job: world_size: %d exceeds the coordinator's --world %d", world,
         options_.world));
+  }
+  if (auto st = StateHealth(); !st.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the job was not accepted: ", st.message(), "; try again once it can"));
   }
   absl::MutexLock lock(&mu_);
   size_t queued = 0;
@@ -119,14 +136,17 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
   Changed(r);
   PersistLocked(r);
   ScheduleLocked();
-  return r.job;
+  AwaitSavedLocked(id);
+  auto saved = FindJob(id);
+  if (!saved.ok()) return saved.status();
+  return ViewLocked(**saved);
 }
 
 absl::StatusOr<Job> Coordinator::Get(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto r = FindJob(id);
   if (!r.ok()) return r.status();
-  return (*r)->job;
+  return ViewLocked(**r);
 }
 
 std::vector<Job> Coordinator::List() {
@@ -136,7 +156,14 @@ std::vector<Job> Coordinator::List() {
   std::sort(records.begin(), records.end(),
             [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
   std::vector<Job> out;
-  for (const JobRecord* r : records) out.push_back(r->job);
+  for (const JobRecord* r : records) {
+    Job& job = out.emplace_back(ViewLocked(*r));
+    // The history is Get's: a listing stays small however long jobs ran.
+    auto* epochs = job.mutable_progress()->mutable_epochs();
+    if (epochs->size() > 1) epochs->DeleteSubrange(0, epochs->size() - 1);
+    auto* recoveries = job.mutable_recoveries();
+    if (recoveries->size() > 1) recoveries->DeleteSubrange(0, recoveries->size() - 1);
+  }
   return out;
 }
 
@@ -146,11 +173,19 @@ absl::StatusOr<Job> Coordinator::Cancel(const std::string& id) {
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
   if (IsTerminal(rec.job.state())) {
+    if (!FinalSavedLocked(rec)) {
+      return absl::UnavailableError(absl::StrFormat(
+          "job %s is ending as %s; its state is not saved yet", id,
+          JobStateName(rec.job.state())));
+    }
     return absl::FailedPreconditionError(absl::StrFormat(
         "job %s is already %s", id, JobStateName(rec.job.state())));
   }
   EndJobLocked(rec, tagi::v1::CANCELLED, "cancelled by the user");
-  return rec.job;
+  AwaitSavedLocked(id);
+  auto after = FindJob(id);
+  if (!after.ok()) return after.status();
+  return ViewLocked(**after);
 }
 
 absl::StatusOr<Job> Coordinator::WaitForChange(const std::string& id, uint64_t& seen,
@@ -158,11 +193,16 @@ absl::StatusOr<Job> Coordinator::WaitForChange(const std::string& id, uint64_t& 
   absl::MutexLock lock(&mu_);
   auto r = FindJob(id);
   if (!r.ok()) return r.status();
-  JobRecord* rec = *r;  // records are never erased
-  auto changed = [rec, &seen]() { return rec->version > seen; };
+  // Looked up again after the wait: retention may forget an ended job.
+  auto changed = [this, &id, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() || it->second.version > seen;
+  };
   mu_.AwaitWithTimeout(absl::Condition(&changed), std::min(timeout, options_.max_wait));
-  seen = rec->version;
-  return rec->job;
+  r = FindJob(id);
+  if (!r.ok()) return r.status();
+  seen = (*r)->version;
+  return ViewLocked(**r);
 }
 
 absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
@@ -171,11 +211,12 @@ absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
     absl::MutexLock lock(&mu_);
     auto r = FindJob(id);
     if (!r.ok()) return r.status();
-    if (!(*r)->model_ready || (*r)->job.state() != tagi::v1::SUCCEEDED) {
+    if (!(*r)->model_ready || (*r)->job.state() != tagi::v1::SUCCEEDED ||
+        !FinalSavedLocked(**r)) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "job %s has no model: it is %s", id, JobStateName((*r)->job.state())));
+          "job %s has no model: it is %s", id, JobStateName(ViewLocked(**r).state())));
     }
-    if ((*r)->model_path.empty()) return (*r)->model_bytes;
+    if ((*r)->model_path.empty()) return *(*r)->model_data;
     path = (*r)->model_path;
   }
   return ReadFile(path, options_.max_model_bytes);
@@ -198,9 +239,13 @@ CoordinatorStats Coordinator::Stats() {
   out.workers_failed = workers_failed_;
   out.snapshots_stored = snapshots_stored_;
   out.snapshots_rejected = snapshots_rejected_;
+  out.jobs_pruned = jobs_pruned_;
+  out.state_write_failures = writer_->Failures();
+  out.state_dir_ok = disk_.ok();
+  out.state_writes_pending = writer_->Pending();
   const JobRecord* last_ended = nullptr;
   for (const auto& [id, r] : jobs_) {
-    ++out.jobs_by_state[r.job.state()];
+    ++out.jobs_by_state[FinalSavedLocked(r) ? r.job.state() : ViewLocked(r).state()];
     if (IsTerminal(r.job.state()) && r.job.generation() > 0 &&
         (last_ended == nullptr ||
          std::make_pair(r.job.end_time_ms(), r.seq) >
@@ -283,7 +328,8 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
   // A worker asking again while assigned to a job that is over (its
   // FinishJob was lost) is idle: free it instead of handing the dead
   // attempt back.
-  if (!w->job_id.empty() && jobs_.at(w->job_id).job.state() != tagi::v1::RUNNING) {
+  if (auto j = jobs_.find(w->job_id);
+      !w->job_id.empty() && (j == jobs_.end() || j->second.job.state() != tagi::v1::RUNNING)) {
     ReleaseWorkerLocked(worker_id);
   }
   ScheduleLocked();
@@ -318,13 +364,31 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
 }
 
 void Coordinator::ScheduleLocked() {
-  std::vector<const JobRecord*> pending;
-  for (const auto& [id, r] : jobs_) {
+  std::vector<JobRecord*> pending;
+  for (auto& [id, r] : jobs_) {
     if (r.job.state() == tagi::v1::PENDING) pending.push_back(&r);
   }
   if (pending.empty()) return;
+  if (!disk_.ok()) {
+    // Training what cannot be saved would be lost: the jobs wait for the disk.
+    const std::string why = absl::StrCat(kWaitingForDisk, disk_.message());
+    for (JobRecord* r : pending) {
+      if (r->job.reason() != why) {
+        r->job.set_reason(why);
+        Changed(*r);
+      }
+    }
+    return;
+  }
   std::sort(pending.begin(), pending.end(),
             [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
+  for (JobRecord* r : pending) {
+    if (absl::StartsWith(r->job.reason(), kWaitingForDisk)) {
+      r->job.set_reason(WaitingReason(static_cast<int>(r->job.world_size()),
+                                      IsCudaDevice(r->job.spec().device())));
+      Changed(*r);
+    }
+  }
   std::vector<PendingJobView> queue;
   for (const JobRecord* r : pending) {
     queue.push_back({r->job.id(), static_cast<int>(r->job.world_size()), r->previous_workers,
@@ -386,7 +450,8 @@ void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& 
   r.job.set_end_time_ms(NowMs());
   store_.DeletePrefix(absl::StrCat("job/", r.job.id(), "/"));
   r.resume.reset();
-  r.newest.reset();  // what is on disk stays until the job's directory is pruned
+  r.newest.reset();  // what is on disk stays until retention removes the job
+  r.awaiting.reset();
   if (was_running && state != tagi::v1::SUCCEEDED) {
     // Tell the ranks now rather than at their next progress report.
     const auto d = state == tagi::v1::CANCELLED ? tagi::v1::CANCEL : tagi::v1::ABORT;
@@ -398,6 +463,7 @@ void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& 
     }
   }
   Changed(r);
+  r.end_version = r.version;
   PersistLocked(r);
   ScheduleLocked();
 }
@@ -415,7 +481,16 @@ void Coordinator::MaybeSucceedLocked(JobRecord& r) {
 }
 
 void Coordinator::Tick() {
+  writer_->Kick();
+  const absl::Status disk = StateHealth();  // outside the lock: it may touch the disk
   absl::MutexLock lock(&mu_);
+  if (disk.ok() != disk_.ok()) {
+    std::fprintf(stderr, "tagi-coordinator: %s\n",
+                 disk.ok() ? "the state dir can be written again"
+                           : std::string(disk.message()).c_str());
+  }
+  disk_ = disk;
+  PruneEndedLocked();
   std::vector<WorkerView> views;
   for (const auto& [id, w] : workers_) {
     if (!w.gone) views.push_back({id, w.job_id.empty(), w.last_seen});

@@ -22,6 +22,23 @@
 // newest snapshot that decodes. With a state dir, jobs, generations and
 // snapshots survive a coordinator restart: running jobs resume from their
 // newest snapshot, and workers keep their ids when they reconnect.
+//
+// The disk (see state_writer.h): every write to the state dir (job records,
+// final models, snapshots, removals) is done by a writer thread off the
+// lock, in order per job, and retried while it fails. A job reaches a final
+// state (SUCCEEDED, FAILED, CANCELLED) for its users only once that state is
+// on disk, its model first: until then Get, List and Watch show it as it
+// was (RUNNING or PENDING) with a reason saying what it waits for, and a
+// coordinator restarted meanwhile resumes it from its newest snapshot. A
+// final state once saved is never left, so no job comes back from FAILED or
+// CANCELLED. While the state dir cannot be written, StateHealth() says why
+// and no new generation is placed (the jobs wait for the disk instead of
+// training what could not be saved).
+//
+// Retention: ended jobs beyond options.retention (count and age) are
+// forgotten with their files (record, model, snapshots), at Tick and at
+// startup; files of jobs the state dir no longer holds are removed at
+// startup.
 // Thread-safe.
 #ifndef TAGI_COORDINATOR_COORDINATOR_H_
 #define TAGI_COORDINATOR_COORDINATOR_H_
@@ -41,8 +58,11 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/store.h"
+#include "common/file_util.h"
 #include "coordinator/membership.h"
+#include "coordinator/retention.h"
 #include "coordinator/snapshot_store.h"
+#include "coordinator/state_writer.h"
 #include "tagi/v1/cluster.pb.h"
 #include "tagi/v1/jobs.pb.h"
 
@@ -79,6 +99,12 @@ struct CoordinatorStats {
   uint64_t workers_failed = 0;       // sessions broken or heartbeats missed, ever
   uint64_t snapshots_stored = 0;
   uint64_t snapshots_rejected = 0;   // uploads refused, files skipped as corrupt
+  // Failed attempts to write the state dir, by kind (job, model, snapshot,
+  // counter, remove), and whether it can be written now.
+  std::map<std::string, uint64_t> state_write_failures;
+  bool state_dir_ok = true;
+  uint64_t state_writes_pending = 0;
+  uint64_t jobs_pruned = 0;  // ended jobs removed by the retention policy
 };
 
 struct CoordinatorOptions {
@@ -95,6 +121,13 @@ struct CoordinatorOptions {
   size_t max_model_bytes = size_t{1} << 31;
   size_t max_queued_jobs = 1000;
   absl::Duration max_wait = absl::Seconds(30);  // cap of any long poll
+  RetentionOptions retention;    // of ended jobs
+  // How long Submit and Cancel wait for their job record to reach the disk
+  // before they answer (with the job as it then stands).
+  absl::Duration save_wait = absl::Seconds(5);
+  // The file system the state dir is written through; null: the host's.
+  // Tests pass a fault-injecting one. Must outlive the coordinator.
+  FileSystem* fs = nullptr;
 };
 
 class Coordinator {
@@ -110,9 +143,12 @@ class Coordinator {
 
   // --- Jobs (users) ---
   // InvalidArgument with the validation message for a bad spec;
-  // ResourceExhausted when the queue is full.
+  // ResourceExhausted when the queue is full; Unavailable (nothing
+  // changed) while the state dir cannot be written.
   absl::StatusOr<tagi::v1::Job> Submit(const tagi::v1::JobSpec& spec);
   absl::StatusOr<tagi::v1::Job> Get(const std::string& id);
+  // Every job in submission order, each with only its latest epoch metrics
+  // and recovery (Get returns them all), so that a listing stays small.
   std::vector<tagi::v1::Job> List();
   absl::StatusOr<tagi::v1::Job> Cancel(const std::string& id);
   // Returns the job once its version exceeds `seen` (or at the timeout,
@@ -173,10 +209,18 @@ class Coordinator {
                                                                    const std::string& job,
                                                                    uint64_t gen);
 
-  // Waits until every snapshot received so far is on disk (or refused).
-  void FlushSnapshots();
+  // Waits until every state-dir write queued so far (snapshots, job
+  // records, models, removals) has been attempted once.
+  void FlushState();
+  void FlushSnapshots() { FlushState(); }
 
-  // Periodic decisions: departures of silent workers, placements.
+  // OK when the state dir can be written (or there is none): no write is
+  // failing and the directory is writable, not read-only, not full.
+  // Unavailable naming the problem otherwise. Takes no lock of mu_'s.
+  absl::Status StateHealth();
+
+  // Periodic decisions: departures of silent workers, placements, retries
+  // of failed disk writes, retention of ended jobs.
   void Tick();
 
  private:
@@ -186,8 +230,10 @@ class Coordinator {
     uint64_t seq = 0;                 // submission order
     std::vector<bool> finished;       // per rank
     bool model_ready = false;
-    std::string model_bytes;          // when there is no state dir
-    std::string model_path;           // when there is one
+    // The final model: in memory until it is on disk (always, without a
+    // state dir), then at model_path.
+    std::shared_ptr<const std::string> model_data;
+    std::string model_path;
     // Fault tolerance.
     std::vector<std::string> previous_workers;   // ranks of the failed generation
     std::shared_ptr<const std::string> resume;   // snapshot of this generation
@@ -198,6 +244,16 @@ class Coordinator {
     std::shared_ptr<const std::string> newest;
     uint64_t newest_step = 0;
     uint64_t newest_epoch = 0;
+    // A verified snapshot past the last epoch whose metrics rank 0 has
+    // reported: it becomes `newest` (and is written) once they arrive, so
+    // that no resume can skip an epoch's metrics.
+    std::shared_ptr<const std::string> awaiting;
+    uint64_t awaiting_step = 0;
+    uint64_t awaiting_epoch = 0;
+    // The disk: the newest version of the record known to be saved, and the
+    // version at which the job ended (0: it has not).
+    uint64_t saved_version = 0;
+    uint64_t end_version = 0;
   };
   struct WorkerRecord {
     tagi::v1::WorkerInfo info;
@@ -232,6 +288,8 @@ class Coordinator {
   // OK when (job, gen) is the current attempt and it is running; takes mu_.
   absl::Status RunningJob(const std::string& job, uint64_t gen) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeSucceedLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static tagi::v1::JobProgress MergedProgress(const JobRecord& rec,
+                                              const tagi::v1::JobProgress& p);
   absl::Status OnSessionMessageLocked(uint64_t token, const tagi::v1::SessionMessage& m)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<tagi::v1::ProgressReply> ReportProgressLocked(
@@ -250,11 +308,32 @@ class Coordinator {
   void ChooseResumeLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   WorkerRecord& AdoptWorkerLocked(const std::string& proposed_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the job to <state_dir>/jobs/ (no-op without a state dir).
+  // Queues the job's record for <state_dir>/jobs/ (no-op without a state dir).
   void PersistLocked(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PersistWorkerCounterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnJobSaved(const std::string& id, uint64_t version, const absl::Status& st)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // True when the job's final state is on disk (always without a state dir).
+  bool FinalSavedLocked(const JobRecord& r) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The job as users see it: a final state not yet saved shows as the state
+  // before it, with the reason.
+  tagi::v1::Job ViewLocked(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits (up to options_.save_wait) until the job's record at its current
+  // version is saved.
+  void AwaitSavedLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueSnapshotWriteLocked(const std::string& job, uint64_t step,
+                                std::shared_ptr<const std::string> bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueModelWriteLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes a verified snapshot the job's newest and queues it for the disk.
+  void AcceptSnapshotLocked(JobRecord& r, uint64_t step, uint64_t epoch,
+                            std::shared_ptr<const std::string> bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets ended jobs beyond the retention policy and removes their files.
+  void PruneEndedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveJobFilesLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveOrphanFilesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoadState();
-  void WriteSnapshotsLoop();
 
   const CoordinatorOptions options_;
   Clock& clock_;
@@ -265,19 +344,10 @@ class Coordinator {
   InMemoryStore store_;  // thread-safe on its own; keys under job/<id>/gen/<n>/
   std::string snapshot_dir_;
   bool snapshot_dir_is_temporary_ = false;
+  RealFileSystem real_fs_;
+  FileSystem& fs_;
   std::unique_ptr<SnapshotStore> snapshots_;
   std::vector<std::string> startup_log_;
-
-  // The disk writer: the newest snapshot of each job waiting to be written.
-  struct PendingWrite {
-    uint64_t step = 0;
-    std::shared_ptr<const std::string> bytes;
-  };
-  absl::Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::map<std::string, PendingWrite> pending_writes_ ABSL_GUARDED_BY(write_mu_);
-  bool writing_ ABSL_GUARDED_BY(write_mu_) = false;
-  bool stop_writer_ ABSL_GUARDED_BY(write_mu_) = false;
-  std::thread writer_;
 
   absl::Mutex mu_;
   uint64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
@@ -290,6 +360,14 @@ class Coordinator {
   uint64_t workers_failed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_stored_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t jobs_pruned_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t saved_failed_ ABSL_GUARDED_BY(mu_) = 0;  // job record writes that failed
+  // The state dir's health as Tick last found it: no new generation is
+  // placed while it is not OK.
+  absl::Status disk_ ABSL_GUARDED_BY(mu_);
+
+  // Last: destroyed first, while what its callbacks touch still exists.
+  std::unique_ptr<StateWriter> writer_;
 };
 
 // Maps between absl and gRPC-style job ids etc. are elsewhere; this returns

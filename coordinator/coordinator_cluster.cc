@@ -27,7 +27,31 @@ absl::Status CheckModelCrc(const std::string& bytes) {
   return absl::OkStatus();
 }
 
+// A worker's free text (a failure reason) as the job keeps it: at most
+// kMaxWorkerTextBytes, cut at a UTF-8 character boundary.
+constexpr size_t kMaxWorkerTextBytes = 1024;
+std::string Clip(const std::string& text) {
+  if (text.size() <= kMaxWorkerTextBytes) return text;
+  size_t n = kMaxWorkerTextBytes;
+  while (n > 0 && (static_cast<uint8_t>(text[n]) & 0xC0) == 0x80) --n;
+  return absl::StrCat(text.substr(0, n), "... (", text.size() - n, " more bytes)");
+}
+
 }  // namespace
+
+// Rank 0's progress with the epochs finished before the snapshot this
+// generation resumed from, which are the coordinator's: ranks report only
+// their own.
+tagi::v1::JobProgress Coordinator::MergedProgress(const JobRecord& rec,
+                                                  const tagi::v1::JobProgress& p) {
+  tagi::v1::JobProgress merged = p;
+  merged.clear_epochs();
+  for (const auto& e : rec.epochs_before) *merged.add_epochs() = e;
+  for (const auto& e : p.epochs()) {
+    if (e.epoch() > rec.epochs_before.size()) *merged.add_epochs() = e;
+  }
+  return merged;
+}
 
 absl::StatusOr<Coordinator::JobRecord*> Coordinator::RunningJobLocked(const std::string& job,
                                                                       uint64_t gen) {
@@ -106,12 +130,7 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
   const tagi::v1::JobProgress& p = report.progress();
   rec.max_reported_step = std::max<uint64_t>(rec.max_reported_step, p.global_step());
   if (report.rank() == 0) {
-    // Epochs finished before the snapshot this generation resumed from are
-    // the coordinator's; the ranks report only their own.
-    tagi::v1::JobProgress merged = p;
-    merged.clear_epochs();
-    for (const auto& e : rec.epochs_before) *merged.add_epochs() = e;
-    for (const auto& e : p.epochs()) *merged.add_epochs() = e;
+    tagi::v1::JobProgress merged = MergedProgress(rec, p);
     const bool new_epoch = merged.epochs_size() != rec.job.progress().epochs_size();
     *rec.job.mutable_progress() = std::move(merged);
     if (p.rendezvous_seconds() > 0) rec.job.set_rendezvous_seconds(p.rendezvous_seconds());
@@ -133,6 +152,13 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
     }
     Changed(rec);
     if (new_epoch) PersistLocked(rec);
+    if (rec.awaiting != nullptr &&
+        static_cast<uint64_t>(rec.job.progress().epochs_size()) >= rec.awaiting_epoch) {
+      // Its epochs' metrics are in the record (queued before it): it can be
+      // resumed from.
+      AcceptSnapshotLocked(rec, rec.awaiting_step, rec.awaiting_epoch, std::move(rec.awaiting));
+      rec.awaiting.reset();
+    }
   }
   return reply;
 }
@@ -145,37 +171,21 @@ absl::Status Coordinator::UploadModel(const std::string& worker_id, const std::s
         "model of %d bytes exceeds the limit of %d", bytes.size(), options_.max_model_bytes));
   }
   if (auto st = CheckModelCrc(bytes); !st.ok()) return st;
-  std::string path;
-  if (!options_.state_dir.empty()) {
-    const auto dir = std::filesystem::path(options_.state_dir) / "models";
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    path = (dir / (job + ".tagi")).string();
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    auto r = RunningJobLocked(job, gen);
-    if (!r.ok()) return r.status();
-    if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
-      return absl::PermissionDeniedError("only rank 0 uploads the model");
-    }
-  }
-  // Write outside the lock; publish under it.
-  if (!path.empty()) {
-    if (auto st = WriteFileAtomic(path, bytes); !st.ok()) return st;
-  }
   absl::MutexLock lock(&mu_);
-  auto r = FencedJob(job, gen);
+  auto r = RunningJobLocked(job, gen);
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
+  if (rec.job.workers_size() == 0 || rec.job.workers(0) != worker_id) {
+    return absl::PermissionDeniedError("only rank 0 uploads the model");
+  }
   rec.job.set_model_checksum(checksum);
   rec.job.set_model_bytes(bytes.size());
-  if (path.empty()) {
-    rec.model_bytes = std::move(bytes);
-  } else {
-    rec.model_path = path;
-  }
+  // Kept in memory until it is on disk: a disk that fails now makes the job
+  // wait for it instead of failing a generation that trained well.
+  rec.model_data = std::make_shared<const std::string>(std::move(bytes));
+  rec.model_path.clear();
   rec.model_ready = true;
+  QueueModelWriteLocked(rec);
   Changed(rec);
   MaybeSucceedLocked(rec);
   return absl::OkStatus();
@@ -204,7 +214,7 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
   if (rec.job.state() == tagi::v1::RUNNING && !req.ok() && req.retryable()) {
     rec.max_reported_step = std::max<uint64_t>(rec.max_reported_step, req.progress().global_step());
     FailGenerationLocked(rec, absl::StrFormat("rank %d (worker %s): %s", req.rank(),
-                                              req.worker_id(), req.reason()));
+                                              req.worker_id(), Clip(req.reason())));
     return absl::OkStatus();
   }
   rec.finished[req.rank()] = true;
@@ -213,9 +223,9 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
     if (!req.ok()) {
       EndJobLocked(rec, tagi::v1::FAILED,
                    absl::StrFormat("rank %d (worker %s): %s", req.rank(), req.worker_id(),
-                                   req.reason()));
+                                   Clip(req.reason())));
     } else {
-      if (req.rank() == 0) *rec.job.mutable_progress() = req.progress();
+      if (req.rank() == 0) *rec.job.mutable_progress() = MergedProgress(rec, req.progress());
       Changed(rec);
       MaybeSucceedLocked(rec);
     }

@@ -182,7 +182,12 @@ void Coordinator::WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
   ++epoch_;
   Log(absl::StrFormat("worker %s is gone: %s", w.info.id(), reason));
   if (w.job_id.empty()) return;
-  JobRecord& r = jobs_.at(w.job_id);
+  auto job = jobs_.find(w.job_id);
+  if (job == jobs_.end()) {  // forgotten by retention
+    ReleaseWorkerLocked(w.info.id());
+    return;
+  }
+  JobRecord& r = job->second;
   const std::string why =
       absl::StrFormat("worker %s (rank %d) failed: %s", w.info.id(), w.assignment.rank(), reason);
   if (r.job.state() == tagi::v1::RUNNING) {
@@ -225,6 +230,7 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
   }
   store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
   r.resume.reset();
+  r.awaiting.reset();  // its epoch's metrics will not come
   job.set_state(tagi::v1::PENDING);
   job.set_reason(absl::StrCat("recovering: ", reason, "; ",
                               WaitingReason(static_cast<int>(job.world_size()),
@@ -316,55 +322,35 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   auto r = FindJob(job);
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
+  if (rec.job.state() != tagi::v1::RUNNING || rec.job.generation() != gen) {
+    return absl::AbortedError(absl::StrFormat("job %s generation %d is over", job, gen));
+  }
   if (rec.newest != nullptr && rec.newest_step > global_step) return absl::OkStatus();  // late
-  const auto shared = std::make_shared<const std::string>(std::move(bytes));
-  rec.newest = shared;
-  rec.newest_step = global_step;
-  rec.newest_epoch = decoded->epoch;
-  rec.job.set_snapshot_step(global_step);
-  rec.job.set_snapshot_time_ms(NowMs());
-  rec.job.set_snapshot_bytes(shared->size());
-  Changed(rec);
-  absl::MutexLock wlock(&write_mu_);
-  pending_writes_[job] = {global_step, shared};  // an older one still waiting is replaced
+  if (rec.awaiting != nullptr && rec.awaiting_step > global_step) return absl::OkStatus();
+  auto shared = std::make_shared<const std::string>(std::move(bytes));
+  if (decoded->epoch > static_cast<uint64_t>(rec.job.progress().epochs_size())) {
+    // Rank 0 has not reported the metrics of the epochs this snapshot
+    // finished: resuming from it would lose them. It waits for them.
+    rec.awaiting = std::move(shared);
+    rec.awaiting_step = global_step;
+    rec.awaiting_epoch = decoded->epoch;
+    return absl::OkStatus();
+  }
+  rec.awaiting.reset();
+  AcceptSnapshotLocked(rec, global_step, decoded->epoch, std::move(shared));
   return absl::OkStatus();
 }
 
-void Coordinator::WriteSnapshotsLoop() {
-  while (true) {
-    std::string job;
-    PendingWrite w;
-    {
-      absl::MutexLock lock(&write_mu_);
-      writing_ = false;
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
-        return stop_writer_ || !pending_writes_.empty();
-      };
-      write_mu_.Await(absl::Condition(&ready));  // woken by a queued write or the destructor
-      if (pending_writes_.empty()) return;       // stopping, and everything is written
-      job = pending_writes_.begin()->first;
-      w = std::move(pending_writes_.begin()->second);
-      pending_writes_.erase(pending_writes_.begin());
-      writing_ = true;
-    }
-    const absl::Status st = snapshots_->PutChecked(job, w.step, *w.bytes);
-    absl::MutexLock lock(&mu_);
-    if (st.ok()) {
-      ++snapshots_stored_;
-    } else {
-      ++snapshots_rejected_;
-      Log(absl::StrFormat("job %s: snapshot at step %d not written: %s", job, w.step,
-                          st.message()));
-    }
-  }
-}
-
-void Coordinator::FlushSnapshots() {
-  absl::MutexLock lock(&write_mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
-    return pending_writes_.empty() && !writing_;
-  };
-  write_mu_.Await(absl::Condition(&idle));
+void Coordinator::AcceptSnapshotLocked(JobRecord& rec, uint64_t step, uint64_t epoch,
+                                       std::shared_ptr<const std::string> bytes) {
+  rec.newest = bytes;
+  rec.newest_step = step;
+  rec.newest_epoch = epoch;
+  rec.job.set_snapshot_step(step);
+  rec.job.set_snapshot_time_ms(NowMs());
+  rec.job.set_snapshot_bytes(bytes->size());
+  Changed(rec);
+  QueueSnapshotWriteLocked(rec.job.id(), step, std::move(bytes));
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(
@@ -384,26 +370,6 @@ absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(
   return (*r)->resume;
 }
 
-void Coordinator::PersistLocked(const JobRecord& r) {
-  if (options_.state_dir.empty()) return;
-  const fs::path dir = fs::path(options_.state_dir) / "jobs";
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  const absl::Status st =
-      WriteFileAtomic((dir / (r.job.id() + ".job")).string(), r.job.SerializeAsString());
-  if (!st.ok()) Log(absl::StrFormat("cannot save job %s: %s", r.job.id(), st.message()));
-}
-
-void Coordinator::PersistWorkerCounterLocked() {
-  if (options_.state_dir.empty()) return;
-  std::error_code ec;
-  fs::create_directories(options_.state_dir, ec);
-  const absl::Status st =
-      WriteFileAtomic((fs::path(options_.state_dir) / "next-worker").string(),
-                      absl::StrCat(next_worker_, "\n"));
-  if (!st.ok()) Log(absl::StrFormat("cannot save the worker counter: %s", st.message()));
-}
-
 void Coordinator::LoadState() {
   absl::MutexLock lock(&mu_);
   const fs::path root(options_.state_dir);
@@ -411,6 +377,12 @@ void Coordinator::LoadState() {
     uint64_t n = 0;
     std::from_chars(bytes->data(), bytes->data() + bytes->size(), n);
     next_worker_ = std::max<uint64_t>(next_worker_, n);
+  }
+  // Written when retention forgets jobs, so that no id is handed out twice.
+  if (auto bytes = ReadFile((root / "next-job").string(), 64); bytes.ok()) {
+    uint64_t n = 0;
+    std::from_chars(bytes->data(), bytes->data() + bytes->size(), n);
+    next_job_ = std::max<uint64_t>(next_job_, n);
   }
   std::error_code ec;
   fs::directory_iterator it(root / "jobs", ec);
@@ -432,6 +404,8 @@ void Coordinator::LoadState() {
     r.seq = *number;
     next_job_ = std::max(next_job_, *number + 1);
     r.job = std::move(job);
+    r.saved_version = r.version;  // as on disk
+    if (IsTerminal(r.job.state())) r.end_version = r.version;
     Job& j = r.job;
     if (j.state() == tagi::v1::SUCCEEDED) {
       const fs::path model = root / "models" / (j.id() + ".tagi");
@@ -456,6 +430,8 @@ void Coordinator::LoadState() {
     startup_log_.push_back(Log(absl::StrFormat("reloaded job %s: %s, generation %d", j.id(),
                                                JobStateName(j.state()), j.generation())));
   }
+  RemoveOrphanFilesLocked();
+  PruneEndedLocked();
 }
 
 }  // namespace tagi::coordinator

@@ -75,6 +75,11 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, insecure, false,
           "Allow plaintext (no TLS) on a non-loopback --listen or --http address.");
 ABSL_FLAG(int, keep_snapshots, 3, "Snapshots kept per job (the newest ones).");
+ABSL_FLAG(int, retain_ended_jobs, 1000,
+          "Ended jobs (succeeded, failed, cancelled) kept, the most recently ended; older ones "
+          "are forgotten with their model and snapshots. 0 forgets a job once it ended.");
+ABSL_FLAG(absl::Duration, retain_ended_for, absl::Hours(24 * 7),
+          "How long an ended job is kept (with its model and snapshots) after it ended.");
 ABSL_FLAG(int, max_streams_per_client, 256,
           "Concurrent streaming calls (watches, sessions, uploads, downloads) one client "
           "address may hold; more are refused with RESOURCE_EXHAUSTED.");
@@ -110,23 +115,6 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const Options& opt) {
   ssl.pem_root_certs = opt.tls_client_ca;
   ssl.pem_key_cert_pairs.push_back({opt.tls_key, opt.tls_cert});
   return grpc::SslServerCredentials(ssl);
-}
-
-// OK when final models can be written under the state dir: the nearest
-// existing ancestor of <state_dir>/models is a writable directory.
-absl::Status StateDirWritable(const std::string& state_dir) {
-  if (state_dir.empty()) return absl::OkStatus();
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::absolute(state_dir, ec) / "models";
-  while (!std::filesystem::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path()) {
-    dir = dir.parent_path();
-  }
-  if (!std::filesystem::is_directory(dir, ec) || ::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return absl::UnavailableError(
-        absl::StrFormat("the state dir %s cannot be written (%s is not a writable directory)",
-                        state_dir, dir.string()));
-  }
-  return absl::OkStatus();
 }
 
 // Writes "PORT\n" (readers wait for the newline).
@@ -244,9 +232,11 @@ int Run(const Options& opt) {
     rest.refusals = &refusals;
     http.emplace(
         coordinator, [&metrics] { return metrics.Scrape(); },
-        [&serving, &opt]() -> absl::Status {
+        [&serving, &coordinator]() -> absl::Status {
           if (!serving.load()) return absl::UnavailableError("the coordinator is shutting down");
-          return StateDirWritable(opt.coordinator.state_dir);
+          // A state dir that cannot be written (full, read-only, I/O errors)
+          // is not ready: jobs wait for it.
+          return coordinator.StateHealth();
         },
         rest, clock);
     if (!StartRest(opt, *http)) {
@@ -364,6 +354,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   opt.coordinator.keep_snapshots = static_cast<size_t>(keep);
+  const int retain = absl::GetFlag(FLAGS_retain_ended_jobs);
+  const absl::Duration retain_for = absl::GetFlag(FLAGS_retain_ended_for);
+  if (retain < 0 || retain_for < absl::ZeroDuration()) {
+    std::fprintf(stderr,
+                 "tagi-coordinator: --retain-ended-jobs and --retain-ended-for must not be "
+                 "negative (got %d and %s)\n",
+                 retain, absl::FormatDuration(retain_for).c_str());
+    return 2;
+  }
+  opt.coordinator.retention.max_ended_jobs = static_cast<size_t>(retain);
+  opt.coordinator.retention.max_ended_age = retain_for;
   if (auto st = tagi::coordinator::LoadSecurity(opt); !st.ok()) {
     std::fprintf(stderr, "tagi-coordinator: %s\n", std::string(st.message()).c_str());
     return 2;

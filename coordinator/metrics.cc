@@ -138,6 +138,38 @@ void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Regi
   snapshots.Add({{"result", "rejected"}})
       .Increment(static_cast<double>(stats.snapshots_rejected));
 
+  auto& state_failures = prometheus::BuildCounter()
+                             .Name("tagi_coordinator_state_write_failures_total")
+                             .Help(
+                                 "Failed attempts to write the state dir (full, read-only, I/O "
+                                 "error), by what was written: job, model, snapshot, counter, "
+                                 "remove.")
+                             .Register(reg);
+  for (const char* kind : {"job", "model", "snapshot", "counter", "remove"}) {
+    auto it = stats.state_write_failures.find(kind);
+    state_failures.Add({{"kind", kind}})
+        .Increment(it == stats.state_write_failures.end() ? 0.0
+                                                          : static_cast<double>(it->second));
+  }
+  prometheus::BuildGauge()
+      .Name("tagi_coordinator_state_dir_writable")
+      .Help("1 while the state dir can be written and no write to it is failing, else 0.")
+      .Register(reg)
+      .Add({})
+      .Set(stats.state_dir_ok ? 1.0 : 0.0);
+  prometheus::BuildGauge()
+      .Name("tagi_coordinator_state_writes_pending")
+      .Help("Writes to the state dir queued or waiting to be retried.")
+      .Register(reg)
+      .Add({})
+      .Set(static_cast<double>(stats.state_writes_pending));
+  prometheus::BuildCounter()
+      .Name("tagi_coordinator_jobs_pruned_total")
+      .Help("Ended jobs forgotten, with their files, by the retention policy.")
+      .Register(reg)
+      .Add({})
+      .Increment(static_cast<double>(stats.jobs_pruned));
+
   auto& age = prometheus::BuildGauge()
                   .Name("tagi_coordinator_worker_heartbeat_age_seconds")
                   .Help("Seconds since each live worker was last heard from.")

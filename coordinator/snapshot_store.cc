@@ -125,8 +125,8 @@ absl::StatusOr<SnapshotChoice> ChooseSnapshot(std::string_view job_id,
       choice.skipped.empty() ? "" : "; skipped: ", absl::StrJoin(choice.skipped, "; ")));
 }
 
-SnapshotStore::SnapshotStore(std::string dir, size_t keep_last)
-    : dir_(std::move(dir)), keep_last_(keep_last) {
+SnapshotStore::SnapshotStore(std::string dir, size_t keep_last, FileSystem* fs)
+    : dir_(std::move(dir)), keep_last_(keep_last), fs_(fs != nullptr ? *fs : real_fs_) {
   ABSL_RAW_CHECK(keep_last_ >= 1, "SnapshotStore needs keep_last >= 1");
 }
 
@@ -197,10 +197,8 @@ absl::Status SnapshotStore::PutChecked(const std::string& job_id, uint64_t globa
   TAGI_RETURN_IF_ERROR(ValidateSnapshotJobId(job_id));  // the path is built from it
   absl::MutexLock lock(&mu_);
   const fs::path job_dir = JobDir(job_id);
-  std::error_code ec;
-  fs::create_directories(job_dir, ec);
-  if (ec) return FsError("cannot create", job_dir, ec);
-  TAGI_RETURN_IF_ERROR(WriteFileAtomic((job_dir / SnapshotFileName(global_step)).string(), bytes));
+  TAGI_RETURN_IF_ERROR(
+      fs_.WriteFileAtomic((job_dir / SnapshotFileName(global_step)).string(), bytes));
   return PruneLocked(job_id);
 }
 

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file_util.h"
 #include "common/snapshot.h"
 
 namespace tagi {
@@ -86,8 +87,9 @@ struct LatestSnapshot {
 
 class SnapshotStore {
  public:
-  // REQUIRES: keep_last >= 1. dir is created on the first Put.
-  SnapshotStore(std::string dir, size_t keep_last);
+  // REQUIRES: keep_last >= 1. dir is created on the first Put. Files are
+  // written through `fs` (null: the host's), which must outlive the store.
+  SnapshotStore(std::string dir, size_t keep_last, FileSystem* fs = nullptr);
 
   SnapshotStore(const SnapshotStore&) = delete;
   SnapshotStore& operator=(const SnapshotStore&) = delete;
@@ -117,6 +119,8 @@ class SnapshotStore {
 
   const std::string dir_;
   const size_t keep_last_;
+  RealFileSystem real_fs_;
+  FileSystem& fs_;
   absl::Mutex mu_;  // serialises disk operations; guards no fields
 };
 

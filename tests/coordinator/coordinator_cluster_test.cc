@@ -253,6 +253,7 @@ TEST_F(CoordinatorTest, ModelIsWrittenUnderTheStateDirectory) {
   const std::string bytes = ModelBytes("parameters kept on disk, not in memory");
   ASSERT_TRUE(Upload(job, w, bytes).ok());
   ASSERT_TRUE(Finish(job, w, 0).ok());
+  coord().FlushState();  // final once the model and the record are on disk
   ASSERT_EQ(State(job), tagi::v1::SUCCEEDED);
 
   const std::filesystem::path models = dir.path() / "models";

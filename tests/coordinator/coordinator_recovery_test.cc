@@ -241,6 +241,7 @@ TEST_F(RecoveryTest, RestartedCoordinatorReloadsJobsAndResumesRunningOnes) {
   ASSERT_EQ(State(done), tagi::v1::RUNNING);
   ASSERT_EQ(State(running), tagi::v1::RUNNING);
   Complete(done);
+  coord().FlushState();
   ASSERT_EQ(State(done), tagi::v1::SUCCEEDED);
   const std::string w_done = GetJob(done).workers(0);
   const tagi::v1::Job before = GetJob(running);
