@@ -112,8 +112,9 @@ void StateWriter::Flush() {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (callbacks_ > 0) return false;
+    const absl::Time now = clock_.Now();
     for (const auto& [name, g] : groups_) {
-      if (g.busy || (!g.queue.empty() && !g.failed)) return false;
+      if (g.busy || Ready(g, now)) return false;
     }
     return true;
   };

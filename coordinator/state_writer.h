@@ -56,8 +56,8 @@ class StateWriter {
   void Queue(StateWrite write);
   // Makes failed writes whose backoff has passed eligible again.
   void Kick();
-  // Waits until every write queued so far has been attempted: the queue is
-  // empty or holds only failed writes waiting for their backoff.
+  // Waits until no write is due: the queue is empty or holds only failed
+  // writes waiting for their backoff (each write is attempted at least once).
   void Flush();
   // OK, or Unavailable naming the newest failure while any write is failing.
   absl::Status Health();
