@@ -23,6 +23,9 @@ namespace {
 
 constexpr size_t kChunkBytes = size_t{1} << 20;  // of a shared body, per read
 constexpr size_t kMaxPemBytes = size_t{1} << 20;
+// A connection's memory pool beyond max_header_bytes: its read buffer and
+// the reply's headers.
+constexpr size_t kPoolSlackBytes = size_t{8} << 10;
 // A body announced over the limit by at most this factor is read and
 // dropped before the 413 (see Begin).
 constexpr uint64_t kDrainFactor = 16;
@@ -244,9 +247,9 @@ absl::Status HttpServer::Start() {
       MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       static_cast<unsigned int>(std::max(1, options_.max_connections_per_client)),
       MHD_OPTION_CONNECTION_TIMEOUT, seconds(options_.idle_timeout),
-      // The pool holds the request line and headers, and the response's
-      // headers; bodies have their own buffers.
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(2 * options_.max_header_bytes),
+      // The pool holds the request line and headers, the read buffer and
+      // the response's headers; bodies have their own buffers.
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, options_.max_header_bytes + kPoolSlackBytes,
       MHD_OPTION_NOTIFY_COMPLETED, &HttpServerCallbacks::OnCompleted,
       this, MHD_OPTION_NOTIFY_CONNECTION,
       &HttpServerCallbacks::OnConnection, this, MHD_OPTION_ARRAY,

@@ -10,8 +10,9 @@
 //     or trickling connections cost a socket and a little memory, no thread;
 //   - connections are bounded in total and per client address (beyond
 //     either, a new connection is closed at once);
-//   - the request line and headers must fit in `max_header_bytes` (else
-//     431, before any handler runs);
+//   - the request line and headers must fit in about `max_header_bytes`
+//     (libmicrohttpd's per-connection memory pool, which also holds its
+//     read buffer; else 431, before any handler runs);
 //   - a request must arrive whole (headers and body) within
 //     `request_deadline` of the connection's accept, else the connection is
 //     shut; a connection that makes no progress for `idle_timeout`, while

@@ -209,6 +209,15 @@ class Coordinator {
                                                                    const std::string& job,
                                                                    uint64_t gen);
 
+  // Before an upload's bytes are read (the services call it after the
+  // first message): OK when `worker_id` is rank 0 of the running
+  // generation `gen` of `job` and `bytes` is within that kind's limit
+  // (max_snapshot_bytes, max_model_bytes); the upload is checked again when
+  // whole. So a stream from anyone else is refused before it costs memory.
+  enum class UploadKind { kSnapshot, kModel };
+  absl::Status AdmitUpload(const std::string& worker_id, const std::string& job, uint64_t gen,
+                           UploadKind kind, uint64_t bytes);
+
   // Waits until every state-dir write queued so far (snapshots, job
   // records, models, removals) has been attempted once.
   void FlushState();

@@ -81,8 +81,15 @@ ABSL_FLAG(int, retain_ended_jobs, 1000,
 ABSL_FLAG(absl::Duration, retain_ended_for, absl::Hours(24 * 7),
           "How long an ended job is kept (with its model and snapshots) after it ended.");
 ABSL_FLAG(int, max_streams_per_client, 256,
-          "Concurrent streaming calls (watches, sessions, uploads, downloads) one client "
-          "address may hold; more are refused with RESOURCE_EXHAUSTED.");
+          "Concurrent streaming calls of the API (watches, model downloads) one client address "
+          "may hold; more are refused with RESOURCE_EXHAUSTED. Workers have budgets of their "
+          "own (--max-streams-per-worker), which API clients cannot use.");
+ABSL_FLAG(int, max_api_streams, 1024,
+          "Concurrent streaming calls of the API from all clients together.");
+ABSL_FLAG(int, max_streams_per_worker, 16,
+          "Concurrent streams (session, snapshot and model transfers) one worker id may hold.");
+ABSL_FLAG(int, max_worker_streams, 8192,
+          "Concurrent worker streams from all workers together.");
 
 namespace tagi::coordinator {
 namespace {
@@ -97,6 +104,9 @@ struct Options {
   TokenSet join_tokens;
   TokenSet api_tokens;
   int max_streams_per_client = 256;
+  int max_api_streams = 1024;
+  int max_streams_per_worker = 16;
+  int max_worker_streams = 8192;
   // PEM contents; empty cert: plaintext.
   std::string tls_cert;
   std::string tls_key;
@@ -194,9 +204,18 @@ int Run(const Options& opt) {
   Coordinator coordinator(opt.coordinator, clock);
   JobsService jobs(coordinator, opt.api_tokens);
   ClusterService cluster(coordinator, opt.coordinator.heartbeat, opt.join_tokens);
-  StreamLimiter streams(opt.max_streams_per_client);
-  jobs.set_stream_limiter(&streams);
-  cluster.set_stream_limiter(&streams);
+  // Separate budgets: API clients can never take the streams training needs.
+  StreamLimiter api_streams(StreamLimits{.per_key = opt.max_streams_per_client,
+                                         .total = opt.max_api_streams,
+                                         .noun = "client",
+                                         .flags = "--max-streams-per-client, --max-api-streams"});
+  StreamLimiter worker_streams(
+      StreamLimits{.per_key = opt.max_streams_per_worker,
+                   .total = opt.max_worker_streams,
+                   .noun = "worker",
+                   .flags = "--max-streams-per-worker, --max-worker-streams"});
+  jobs.set_stream_limiter(&api_streams);
+  cluster.set_stream_limiter(&worker_streams);
   RefusalLog refusals(clock);  // one line per client host and reason per minute
   jobs.set_refusal_log(&refusals);
   cluster.set_refusal_log(&refusals);
@@ -302,8 +321,15 @@ int main(int argc, char** argv) {
   opt.coordinator.membership.worker_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   opt.coordinator.max_restarts = absl::GetFlag(FLAGS_max_restarts);
   opt.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
-  if (opt.max_streams_per_client < 1) {
-    std::fprintf(stderr, "tagi-coordinator: --max-streams-per-client must be at least 1\n");
+  opt.max_api_streams = absl::GetFlag(FLAGS_max_api_streams);
+  opt.max_streams_per_worker = absl::GetFlag(FLAGS_max_streams_per_worker);
+  opt.max_worker_streams = absl::GetFlag(FLAGS_max_worker_streams);
+  if (opt.max_streams_per_client < 1 || opt.max_api_streams < 1 ||
+      opt.max_streams_per_worker < 4 || opt.max_worker_streams < 4) {
+    std::fprintf(stderr,
+                 "tagi-coordinator: --max-streams-per-client and --max-api-streams must be at "
+                 "least 1, --max-streams-per-worker and --max-worker-streams at least 4 (a "
+                 "worker holds its session and up to three transfers)\n");
     return 2;
   }
   opt.http_limits.max_connections = absl::GetFlag(FLAGS_http_max_connections);

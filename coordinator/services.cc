@@ -13,12 +13,12 @@ namespace tagi::coordinator {
 namespace {
 
 // Every handler starts with the token check, then the protocol check.
-// Takes one of the client's stream slots for the rest of the handler, or
-// answers RESOURCE_EXHAUSTED.
-#define TAGI_ADMIT_STREAM(limiter, ctx)                                \
+// Takes one of the stream slots of `key` (an API client's peer string, or
+// a worker id) for the rest of the handler, or answers RESOURCE_EXHAUSTED.
+#define TAGI_ADMIT_STREAM(limiter, acquire, key)                       \
   std::optional<StreamLimiter::Lease> tagi_stream_lease;               \
   if ((limiter) != nullptr) {                                          \
-    auto lease = (limiter)->Acquire((ctx)->peer());                    \
+    auto lease = (limiter)->acquire(key);                              \
     if (!lease.ok()) return ToGrpcStatus(lease.status());              \
     tagi_stream_lease.emplace(std::move(*lease));                      \
   }
@@ -53,20 +53,27 @@ grpc::Status Reply(absl::StatusOr<T> result, T* out) {
 
 absl::Duration Millis(uint32_t ms) { return absl::Milliseconds(ms); }
 
-// Reads a chunked upload whose first message announces total_bytes; every
-// message's data() is appended in order. The total is untrusted: it is
-// checked against `limit`, and the bytes against it.
+// Reads the first message of a chunked upload (which names the worker,
+// the job and generation, and announces total_bytes); a stream without one
+// is InvalidArgument.
 template <typename Chunk>
-absl::StatusOr<std::string> ReadChunks(grpc::ServerReader<Chunk>* reader, Chunk& first,
-                                       uint64_t limit, const char* what) {
+absl::Status ReadFirstChunk(grpc::ServerReader<Chunk>* reader, Chunk& first, const char* what) {
   if (!reader->Read(&first)) {
     return absl::InvalidArgumentError(absl::StrCat("empty ", what, " upload"));
   }
-  const uint64_t total = first.total_bytes();
-  if (total > limit) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s of %d bytes exceeds the limit of %d", what, total, limit));
+  if (first.data().size() > first.total_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " upload is longer than announced"));
   }
+  return absl::OkStatus();
+}
+
+// Reads the rest of an upload admitted after its first message: every
+// message's data() is appended in order, never past the announced total
+// (which the coordinator checked against its limit before this runs).
+template <typename Chunk>
+absl::StatusOr<std::string> ReadRestOfUpload(grpc::ServerReader<Chunk>* reader,
+                                             const Chunk& first, const char* what) {
+  const uint64_t total = first.total_bytes();
   std::string bytes = first.data();
   bytes.reserve(std::min<uint64_t>(total, uint64_t{64} << 20));
   Chunk chunk;
@@ -156,7 +163,7 @@ grpc::Status JobsService::Cancel(grpc::ServerContext* ctx, const tagi::v1::Cance
 grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const tagi::v1::WatchJobRequest* req,
                                 grpc::ServerWriter<tagi::v1::Job>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Jobs.Watch");
-  TAGI_ADMIT_STREAM(streams_, ctx);
+  TAGI_ADMIT_STREAM(streams_, Acquire, ctx->peer());
   uint64_t seen = 0;
   while (!ctx->IsCancelled()) {
     const uint64_t before = seen;
@@ -172,7 +179,7 @@ grpc::Status JobsService::DownloadModel(grpc::ServerContext* ctx,
                                         const tagi::v1::DownloadModelRequest* req,
                                         grpc::ServerWriter<tagi::v1::ModelChunk>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Jobs.DownloadModel");
-  TAGI_ADMIT_STREAM(streams_, ctx);
+  TAGI_ADMIT_STREAM(streams_, Acquire, ctx->peer());
   auto bytes = c_.ModelFile(req->id());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return WriteChunks(writer, *bytes);
@@ -240,11 +247,11 @@ grpc::Status ClusterService::Session(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<tagi::v1::SessionDirective, tagi::v1::SessionMessage>* stream) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.Session");
-  TAGI_ADMIT_STREAM(streams_, ctx);
   tagi::v1::SessionMessage msg;
   if (!stream->Read(&msg)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty session");
   }
+  TAGI_ADMIT_STREAM(streams_, AcquireKey, msg.worker_id());
   auto token = c_.OpenSession(msg, ctx->peer());
   if (!token.ok()) return ToGrpcStatus(token.status());
   const std::string worker_id = msg.worker_id();
@@ -294,9 +301,16 @@ grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,
                                             grpc::ServerReader<tagi::v1::SnapshotChunk>* reader,
                                             tagi::v1::UploadSnapshotResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadSnapshot");
-  TAGI_ADMIT_STREAM(streams_, ctx);
   tagi::v1::SnapshotChunk first;
-  auto bytes = ReadChunks(reader, first, kMaxSnapshotUploadBytes, "snapshot");
+  if (auto st = ReadFirstChunk(reader, first, "snapshot"); !st.ok()) return ToGrpcStatus(st);
+  TAGI_ADMIT_STREAM(streams_, AcquireKey, first.worker_id());
+  // Who, for what and how much, before any more bytes are read.
+  if (auto st = c_.AdmitUpload(first.worker_id(), first.job_id(), first.generation(),
+                               Coordinator::UploadKind::kSnapshot, first.total_bytes());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  auto bytes = ReadRestOfUpload(reader, first, "snapshot");
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return ToGrpcStatus(c_.UploadSnapshot(first.worker_id(), first.job_id(), first.generation(),
                                         first.global_step(), std::move(*bytes)));
@@ -306,7 +320,7 @@ grpc::Status ClusterService::DownloadSnapshot(grpc::ServerContext* ctx,
                                               const tagi::v1::DownloadSnapshotRequest* req,
                                               grpc::ServerWriter<tagi::v1::SnapshotData>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.DownloadSnapshot");
-  TAGI_ADMIT_STREAM(streams_, ctx);
+  TAGI_ADMIT_STREAM(streams_, AcquireKey, req->worker_id());
   auto bytes = c_.ResumeSnapshot(req->worker_id(), req->job_id(), req->generation());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return WriteChunks(writer, **bytes);
@@ -316,9 +330,15 @@ grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
                                          grpc::ServerReader<tagi::v1::UploadModelRequest>* reader,
                                          tagi::v1::UploadModelResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadModel");
-  TAGI_ADMIT_STREAM(streams_, ctx);
   tagi::v1::UploadModelRequest first;
-  auto bytes = ReadChunks(reader, first, kMaxModelUploadBytes, "model");
+  if (auto st = ReadFirstChunk(reader, first, "model"); !st.ok()) return ToGrpcStatus(st);
+  TAGI_ADMIT_STREAM(streams_, AcquireKey, first.worker_id());
+  if (auto st = c_.AdmitUpload(first.worker_id(), first.job_id(), first.generation(),
+                               Coordinator::UploadKind::kModel, first.total_bytes());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  auto bytes = ReadRestOfUpload(reader, first, "model");
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return ToGrpcStatus(c_.UploadModel(first.worker_id(), first.job_id(), first.generation(),
                                      first.checksum(), std::move(*bytes)));

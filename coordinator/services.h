@@ -22,8 +22,6 @@ namespace tagi::coordinator {
 
 // Bytes per DownloadModel chunk.
 inline constexpr size_t kModelChunkBytes = 1 << 20;
-inline constexpr uint64_t kMaxModelUploadBytes = uint64_t{1} << 31;
-inline constexpr uint64_t kMaxSnapshotUploadBytes = uint64_t{1} << 31;
 
 class JobsService final : public tagi::v1::Jobs::Service {
  public:
@@ -42,7 +40,8 @@ class JobsService final : public tagi::v1::Jobs::Service {
                              grpc::ServerWriter<tagi::v1::ModelChunk>*) override;
   grpc::Status ListWorkers(grpc::ServerContext*, const tagi::v1::ListWorkersRequest*,
                            tagi::v1::ListWorkersResponse*) override;
-  // Bounds Watch and DownloadModel streams per client; not owned; may be null.
+  // Bounds Watch and DownloadModel streams (keyed by client host); not
+  // owned; may be null.
   void set_stream_limiter(StreamLimiter* limiter) { streams_ = limiter; }
   // Rate-limits the log lines of refused calls; not owned; null logs each.
   void set_refusal_log(RefusalLog* log) { refusals_ = log; }
@@ -85,7 +84,10 @@ class ClusterService final : public tagi::v1::Cluster::Service {
                            tagi::v1::UploadModelResponse*) override;
   grpc::Status FinishJob(grpc::ServerContext*, const tagi::v1::FinishJobRequest*,
                          tagi::v1::FinishJobResponse*) override;
-  // Bounds sessions, uploads and downloads per client; not owned; may be null.
+  // Bounds sessions, uploads and downloads (keyed by worker id): a limiter
+  // apart from the API clients'; not owned; may be null. An upload is
+  // admitted (Coordinator::AdmitUpload: sender, job, generation, size)
+  // after its first message, before any more of its bytes are read.
   void set_stream_limiter(StreamLimiter* limiter) { streams_ = limiter; }
   // Rate-limits the log lines of refused calls; not owned; null logs each.
   void set_refusal_log(RefusalLog* log) { refusals_ = log; }

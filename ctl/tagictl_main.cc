@@ -65,7 +65,7 @@ constexpr char kUsage[] =
 
 int Fail(const absl::Status& st) {
   std::fprintf(stderr, "tagictl: %s\n",
-               ExplainCallFailure(st, !absl::GetFlag(FLAGS_tls_ca).empty()).c_str());
+               Printable(ExplainCallFailure(st, !absl::GetFlag(FLAGS_tls_ca).empty())).c_str());
   return 1;
 }
 
@@ -113,8 +113,8 @@ int Watch(JobsClient& client, const std::string& id) {
         printer.Update(WatchLine(*job), true);
         printer.Finish();
       }
-      std::printf("%s %s: %s\n", job->id().c_str(),
-                  tagi::v1::JobState_Name(job->state()).c_str(), job->reason().c_str());
+      std::printf("%s %s: %s\n", Printable(job->id()).c_str(),
+                  tagi::v1::JobState_Name(job->state()).c_str(), Printable(job->reason()).c_str());
       const std::string metric = LatestMetric(*job);
       if (!metric.empty()) std::printf("final %s\n", metric.c_str());
       return job->state() == tagi::v1::SUCCEEDED ? 0 : 1;
@@ -146,7 +146,7 @@ int Submit(JobsClient& client, const std::string& path) {
   if (!spec.ok()) return Fail(spec.status());
   auto job = client.Submit(*spec);
   if (!job.ok()) return Fail(job.status());
-  std::printf("%s\n", job->id().c_str());
+  std::printf("%s\n", Printable(job->id()).c_str());
   std::fflush(stdout);
   return absl::GetFlag(FLAGS_watch) ? Watch(client, job->id()) : 0;
 }
@@ -218,8 +218,8 @@ int Run(const std::vector<std::string>& args) {
   if (cmd == "cancel" && one_arg) {
     auto job = client.Cancel(args[1]);
     if (!job.ok()) return Fail(job.status());
-    std::printf("%s %s: %s\n", job->id().c_str(), tagi::v1::JobState_Name(job->state()).c_str(),
-                job->reason().c_str());
+    std::printf("%s %s: %s\n", Printable(job->id()).c_str(),
+                tagi::v1::JobState_Name(job->state()).c_str(), Printable(job->reason()).c_str());
     return 0;
   }
   return Usage(absl::StrFormat("unknown command or wrong arguments: \"%s\"", cmd));

@@ -39,5 +39,26 @@ TEST(StreamLimiter, RefusesTheClientAtItsLimitAndFreesSlotsWithTheirLeases) {
   EXPECT_EQ(limiter.open("ipv4:10.0.0.5:9"), 0);
 }
 
+TEST(StreamLimiter, KeysByWorkerIdAndCapsAllKeysTogether) {
+  StreamLimiter limiter(StreamLimits{.per_key = 2, .total = 3, .noun = "worker",
+                                     .flags = "--max-streams-per-worker, --max-worker-streams"});
+  std::vector<StreamLimiter::Lease> held;
+  for (const char* id : {"w-1", "w-1", "w-2"}) {
+    auto lease = limiter.AcquireKey(id);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    held.push_back(std::move(*lease));
+  }
+  EXPECT_EQ(limiter.total(), 3);
+  auto over_total = limiter.AcquireKey("w-3");
+  ASSERT_TRUE(absl::IsResourceExhausted(over_total.status()));
+  EXPECT_THAT(over_total.status().message(), HasSubstr("already serves 3 streams"));
+  held.pop_back();  // w-2's
+  auto over_key = limiter.AcquireKey("w-1");
+  ASSERT_TRUE(absl::IsResourceExhausted(over_key.status()));
+  EXPECT_THAT(over_key.status().message(),
+              HasSubstr("worker w-1 already holds 2 streams, the limit (--max-streams-per-worker"));
+  EXPECT_TRUE(limiter.AcquireKey("w-3").ok());
+}
+
 }  // namespace
 }  // namespace tagi::coordinator

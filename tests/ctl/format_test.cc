@@ -1,6 +1,7 @@
 // The text tagictl prints: watch lines, metrics, job and worker tables.
 #include "ctl/format.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -230,6 +231,47 @@ TEST(WorkerTable, ListsEachWorkerWithItsJobAndRank) {
   EXPECT_THAT(lines[2], StartsWith("w-2"));
   EXPECT_THAT(lines[2], AllOf(HasSubstr("IDLE"), HasSubstr(" cpu "), HasSubstr("gpu-b"),
                               Not(HasSubstr(" 1 "))));
+}
+
+TEST(Printable, EscapesEveryControlCharacterAndKeepsPrintableUtf8) {
+  EXPECT_EQ(Printable("plain name-1"), "plain name-1");
+  EXPECT_EQ(Printable("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93");  // é ✓
+  EXPECT_EQ(Printable("\x1b[2J\x1b]0;pwned\x07"), "\\e[2J\\e]0;pwned\\x07");
+  EXPECT_EQ(Printable("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+  EXPECT_EQ(Printable(std::string("nul\0here", 8)), "nul\\x00here");
+  EXPECT_EQ(Printable("del\x7f"), "del\\x7f");
+  EXPECT_EQ(Printable("csi\xc2\x9b" "31m"), "csi\\xc2\\x9b31m");  // C1 CSI
+  EXPECT_EQ(Printable("bidi\xe2\x80\xae" "evil"), "bidi\\xe2\\x80\\xaeevil");
+  EXPECT_EQ(Printable("bad\xff\xc0\x80"), "bad\\xff\\xc0\\x80");  // not UTF-8, overlong
+  EXPECT_EQ(Printable("back\\slash"), "back\\\\slash");  // so the output is unambiguous
+}
+
+TEST(JobTable, PrintsNamesAndReasonsWithEscapesEscaped) {
+  tagi::v1::Job job;
+  job.set_id("job-1");
+  job.set_state(tagi::v1::FAILED);
+  job.mutable_spec()->set_name("\x1b[31mred\x1b[0m");
+  job.set_reason("line one\nline two \x1b]52;c;Y3VybA==\x07");
+  for (const std::string& text : {JobTable({job}), JobDetails(job), WatchLine(job)}) {
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  }
+  const std::string table = JobTable({job});
+  EXPECT_THAT(table, HasSubstr("\\e[31mred\\e[0m"));
+  EXPECT_THAT(table, HasSubstr("line one\\nline two \\e]52;c;Y3VybA==\\x07"));
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << "one header and one row";
+}
+
+TEST(WorkerTable, PrintsWorkerFieldsEscaped) {
+  tagi::v1::WorkerInfo w;
+  w.set_id("w-1");
+  w.set_state("IDLE");
+  w.set_hostname("host\x1b[1A");
+  w.set_address("10.0.0.1:1\r");
+  const std::string table = WorkerTable({w});
+  EXPECT_EQ(table.find('\x1b'), std::string::npos);
+  EXPECT_EQ(table.find('\r'), std::string::npos);
+  EXPECT_THAT(table, HasSubstr("host\\e[1A"));
 }
 
 }  // namespace
