@@ -1,6 +1,5 @@
 #include "worker/metrics.h"
 
-#include <httplib.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -8,14 +7,14 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "common/http_server.h"
 
 namespace tagi {
 
@@ -182,23 +181,50 @@ std::string WorkerMetrics::Scrape() {
   return prometheus::TextSerializer().Serialize(state_->registry->Collect());
 }
 
-// Served by cpp-httplib rather than prometheus-cpp's Exposer: CivetWeb
-// runs its threads on fixed 100 KiB stacks, which glibc shares with the
-// static TLS of every loaded library; with the CUDA runtime and NCCL loaded
-// (GPU builds) a scrape overflowed them (SIGSEGV). httplib's threads have
-// ordinary stacks.
+// Served by common/http_server (libmicrohttpd) rather than prometheus-cpp's
+// Exposer: CivetWeb runs its threads on fixed 100 KiB stacks, which glibc
+// shares with the static TLS of every loaded library; with the CUDA runtime
+// and NCCL loaded (GPU builds) a scrape overflowed them (SIGSEGV). One
+// event-loop thread with an ordinary stack serves every scraper, and no
+// client can hold it (http_server.h).
 struct MetricsEndpoint::Server {
-  httplib::Server http;
-  std::thread thread;
-  absl::Notification done;  // the accept loop has ended
-  ~Server() {
-    if (!thread.joinable()) return;
-    // stop() is a no-op until the accept loop runs; repeat until it ended.
-    do {
-      http.stop();
-    } while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
-    thread.join();
+  explicit Server(WorkerMetrics& metrics)
+      : http(Options(),
+             [&metrics](const HttpRequest& req, HttpResponse& res) {
+               Answer(metrics, req, res);
+               return true;  // every request is answered before a body is read
+             },
+             [&metrics](const HttpRequest& req, HttpResponse& res) { Answer(metrics, req, res); },
+             [](int status, const absl::Status& st, HttpResponse& res) {
+               res.status = status;
+               res.SetContent(absl::StrCat(st.message(), "\n"), "text/plain; charset=utf-8");
+             },
+             clock) {}
+
+  static HttpServerOptions Options() {
+    HttpServerOptions options;
+    options.threads = 1;
+    options.max_connections = 64;
+    options.max_connections_per_client = 16;
+    options.max_body_bytes = 0;
+    return options;
   }
+
+  static void Answer(WorkerMetrics& metrics, const HttpRequest& req, HttpResponse& res) {
+    if (req.path != "/metrics") {
+      res.status = 404;
+      res.SetContent("only /metrics is served here\n", "text/plain; charset=utf-8");
+    } else if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      res.SetHeader("Allow", "GET, HEAD");
+      res.SetContent("GET /metrics\n", "text/plain; charset=utf-8");
+    } else {
+      res.SetContent(metrics.Scrape(), "text/plain; version=0.0.4");
+    }
+  }
+
+  RealClock clock;  // declared before http, which times deadlines with it
+  HttpServer http;
 };
 
 MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Server> server, int port)
@@ -207,36 +233,16 @@ MetricsEndpoint::~MetricsEndpoint() = default;
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                         WorkerMetrics& metrics) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics address \"", address, "\" is not HOST:PORT"));
-  }
-  const std::string host = address.substr(0, colon);
-  auto server = std::make_unique<Server>();
-  // httplib's default also sets SO_REUSEPORT, which would let a second
-  // server share a busy port silently.
-  server->http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  server->http.Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.Scrape(), "text/plain; version=0.0.4");
-  });
-  const int bound = port == 0 ? server->http.bind_to_any_port(host)
-                              : (server->http.bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
+  auto server = std::make_unique<Server>(metrics);
+  auto port = server->http.Bind(address);
+  if (!port.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, " (is the port free?)"));
+        absl::StrCat("cannot serve metrics on ", address, ": ", port.status().message()));
   }
-  Server* raw = server.get();
-  server->thread = std::thread([raw] {
-    raw->http.listen_after_bind();
-    raw->done.Notify();
-  });
-  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(server), bound));
+  if (auto st = server->http.Start(); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", st.message()));
+  }
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(server), *port));
 }
 
 }  // namespace tagi

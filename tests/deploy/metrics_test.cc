@@ -11,9 +11,11 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_harness.h"
 #include "worker/metrics.h"
@@ -241,6 +243,30 @@ TEST(MetricsEndpoint, ServesTheMetricsOnAFreePortAndRefusesABusyOne) {
 
   auto second = MetricsEndpoint::Start(absl::StrCat("127.0.0.1:", (*endpoint)->port()), metrics);
   EXPECT_TRUE(absl::IsUnavailable(second.status())) << second.status();
+}
+
+TEST(MetricsEndpoint, AnswersWhileIdleConnectionsAreHeld) {
+  // cpp-httplib gave each open connection a thread of a small pool; a few
+  // idle connections silenced the endpoint. Now one event loop serves all.
+  WorkerMetrics metrics;
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1:0", metrics);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  std::vector<int> idle;
+  for (int i = 0; i < 12; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>((*endpoint)->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(::write(fd, "GET /met", 8), 8);  // a request that never ends
+    idle.push_back(fd);
+  }
+  const absl::Time start = absl::Now();
+  const std::string response = HttpGetMetrics((*endpoint)->port());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_TRUE(absl::StrContains(response, " 200 ")) << response;
+  for (int fd : idle) ::close(fd);
 }
 
 }  // namespace
