@@ -330,7 +330,7 @@ class Coordinator {
   // Waits (up to options_.save_wait) until the job's record at its current
   // version is saved.
   void AwaitSavedLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void QueueSnapshotWriteLocked(const std::string& job, uint64_t step,
+  void QueueSnapshotWriteLocked(const JobRecord& r, uint64_t step,
                                 std::shared_ptr<const std::string> bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueModelWriteLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

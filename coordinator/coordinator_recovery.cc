@@ -350,7 +350,7 @@ void Coordinator::AcceptSnapshotLocked(JobRecord& rec, uint64_t step, uint64_t e
   rec.job.set_snapshot_time_ms(NowMs());
   rec.job.set_snapshot_bytes(bytes->size());
   Changed(rec);
-  QueueSnapshotWriteLocked(rec.job.id(), step, std::move(bytes));
+  QueueSnapshotWriteLocked(rec, step, std::move(bytes));
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(

@@ -21,12 +21,15 @@ void Log(const std::string& line) { std::fprintf(stderr, "tagi-coordinator: %s\n
 }  // namespace
 
 absl::Status Coordinator::StateHealth() {
-  if (auto st = writer_->Health(); !st.ok()) return st;
-  if (options_.state_dir.empty()) return absl::OkStatus();
-  if (auto st = CheckDirWritable(options_.state_dir); !st.ok()) {
-    return absl::UnavailableError(absl::StrCat("the state dir cannot be written: ", st.message()));
+  // The probe first: it names the condition (read-only, full) where a
+  // failed write names only its errno.
+  if (!options_.state_dir.empty()) {
+    if (auto st = CheckDirWritable(options_.state_dir); !st.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the state dir cannot be written: ", st.message()));
+    }
   }
-  return absl::OkStatus();
+  return writer_->Health();
 }
 
 void Coordinator::FlushState() { writer_->Flush(); }
@@ -112,14 +115,31 @@ void Coordinator::PersistWorkerCounterLocked() {
                   }});
 }
 
-void Coordinator::QueueSnapshotWriteLocked(const std::string& job, uint64_t step,
+void Coordinator::QueueSnapshotWriteLocked(const JobRecord& r, uint64_t step,
                                            std::shared_ptr<const std::string> bytes) {
+  const std::string job = r.job.id();
+  // The job's record as it is now goes first, in the same write: it holds
+  // the metrics of every epoch the snapshot finished, so a restart never
+  // resumes past metrics it does not have, whatever else the queue reorders.
+  std::shared_ptr<const std::string> record;
+  std::string record_path;
+  const uint64_t version = r.version;
+  if (!options_.state_dir.empty()) {
+    record = std::make_shared<const std::string>(r.job.SerializeAsString());
+    record_path = (fs::path(options_.state_dir) / "jobs" / (job + ".job")).string();
+  }
   writer_->Queue(
       {.group = job,
        .key = "snapshot",  // a newer snapshot replaces one still waiting
        .kind = "snapshot",
-       .op = [this, job, step, bytes] { return snapshots_->PutChecked(job, step, *bytes); },
-       .done = [this, job, step](const absl::Status& st) {
+       .op = [this, job, step, bytes, record, record_path]() -> absl::Status {
+         if (record != nullptr) {
+           if (auto st = fs_.WriteFileAtomic(record_path, *record); !st.ok()) return st;
+         }
+         return snapshots_->PutChecked(job, step, *bytes);
+       },
+       .done = [this, job, step, version, record](const absl::Status& st) {
+         if (st.ok() && record != nullptr) OnJobSaved(job, version, st);
          absl::MutexLock lock(&mu_);
          if (st.ok()) {
            ++snapshots_stored_;

@@ -9,7 +9,7 @@ namespace tagi::coordinator {
 namespace {
 
 constexpr absl::Duration kFirstBackoff = absl::Seconds(1);
-constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(10);
 
 }  // namespace
 
@@ -28,12 +28,11 @@ StateWriter::~StateWriter() {
 void StateWriter::Queue(StateWrite write) {
   absl::MutexLock lock(&mu_);
   Group& g = groups_[write.group];
-  // The tail can be replaced unless it is the head being written (a failed
-  // head waiting for its retry is replaced: the newer content supersedes it).
-  const bool tail_started = g.queue.size() == 1 && g.busy;
-  if (!g.queue.empty() && !tail_started && g.queue.back().key == write.key) {
-    g.queue.back() = std::move(write);
-    return;
+  // One write per key: the newer content supersedes an older one not yet
+  // started (a failed one waiting for its retry included), and goes last.
+  for (auto it = g.queue.begin(); it != g.queue.end();) {
+    const bool started = it == g.queue.begin() && g.busy;
+    it = !started && it->key == write.key ? g.queue.erase(it) : it + 1;
   }
   g.queue.push_back(std::move(write));
 }

@@ -3,14 +3,14 @@
 // so that a slow fsync never delays a heartbeat.
 //
 // Writes are grouped (a group is a job id, or "" for the coordinator's own
-// files). Within a group they happen in the order queued: a job's model is
-// on disk before the record that says the job SUCCEEDED, and a snapshot
-// before nothing it depends on. A queued write that has not started yet is
-// replaced by a newer one with the same key at the tail of its group (the
-// newest job record supersedes the older one).
+// files). Within a group they happen in the order queued, so a job's model
+// is on disk before the record that says the job SUCCEEDED. A group holds
+// at most one write per key: a newer one removes an older one not started
+// yet and goes last, so a disk that fails for hours holds one job record
+// and one snapshot per job, not one per epoch.
 //
 // A failed write stays at the head of its group and is retried with a
-// backoff (1 s doubling to 30 s, on the injected clock) when Kick() runs;
+// backoff (1 s doubling to 10 s, on the injected clock) when Kick() runs;
 // the group's later writes wait behind it, so nothing is written out of
 // order. While any write is failing, Health() is Unavailable naming the
 // newest failure; every failed attempt is counted per kind. Each write's
