@@ -1,6 +1,5 @@
 #include "common/http_server.h"
 
-#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -66,9 +65,11 @@ int64_t DeclaredLength(const HttpRequest& req) {
 
 }  // namespace
 
-// One TCP connection, from accept to close.
+// One TCP connection, from accept to close. libmicrohttpd reports a
+// connection closed (Closed, under mu_) before it closes the socket, so
+// the reaper's shutdown() under mu_ only ever reaches an open socket.
 struct HttpServer::Connection {
-  int fd = -1;  // our duplicate of the socket: shutdown() on it is always safe
+  int fd = -1;
 };
 
 // One request and its reply.
@@ -302,7 +303,7 @@ void HttpServer::ReapLoop() {
 void HttpServer::Opened(MHD_Connection* conn, Connection*& c) {
   c = new Connection;
   const MHD_ConnectionInfo* info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  if (info != nullptr) c->fd = ::fcntl(info->connect_fd, F_DUPFD_CLOEXEC, 0);
+  if (info != nullptr) c->fd = info->connect_fd;
   absl::MutexLock lock(&mu_);
   ++stats_.connections_accepted;
   ++stats_.connections_open;
@@ -316,7 +317,6 @@ void HttpServer::Closed(Connection* c) {
     receiving_.erase(c);
     --stats_.connections_open;
   }
-  if (c->fd >= 0) ::close(c->fd);
   delete c;
 }
 

@@ -5,6 +5,7 @@
 //                    [--http 0.0.0.0:8080] --tls-cert F --tls-key F [--tls-client-ca F]
 //                    [--join-token-file F] [--api-tokens-file F]
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -298,7 +299,19 @@ int Run(const Options& opt) {
 }  // namespace
 }  // namespace tagi::coordinator
 
+// Every client connection takes a descriptor: the soft limit (often 1,024)
+// goes up to the hard one, so that the connection limits, not EMFILE, bound
+// what clients can hold.
+static void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 int main(int argc, char** argv) {
+  RaiseOpenFileLimit();
   tagi::InstallTerminationHandler();
   absl::SetProgramUsageMessage(
       "the tagi-ddp coordinator.\n"
