@@ -49,13 +49,16 @@ class HostileHttpTest : public ServiceTest {
     return absl::ToDoubleSeconds(absl::Now() - start);
   }
 
+  // A connection from `from`, closed at the end of the test; -1 on failure.
+  int Open(const std::string& from) {
+    const int fd = ConnectFrom(from, http_port_);
+    if (fd >= 0) held_.push_back(fd);
+    return fd;
+  }
+
   // Opens `n` connections from `from` and keeps them in held_.
   void Hold(const std::string& from, int n) {
-    for (int i = 0; i < n; ++i) {
-      const int fd = ConnectFrom(from, http_port_);
-      ASSERT_GE(fd, 0) << "connection " << i << " from " << from;
-      held_.push_back(fd);
-    }
+    for (int i = 0; i < n; ++i) ASSERT_GE(Open(from), 0) << "connection " << i << " from " << from;
   }
 
   void TearDown() override {
@@ -76,11 +79,10 @@ TEST_F(HostileHttpTest, HealthAndMetricsAnswerWithinASecondUnderSlowloris) {
   for (int host = 2; host < 8; ++host) ASSERT_NO_FATAL_FAILURE(Hold(absl::StrCat("127.0.0.", host), 50));
   std::vector<int> tricklers;
   for (int i = 0; i < 16; ++i) {
-    const int fd = ConnectFrom("127.0.0.8", http_port_);
+    const int fd = Open("127.0.0.8");
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(SendAll(fd, "GET /healthz HTTP/1.1\r\n"));
     tricklers.push_back(fd);
-    held_.push_back(fd);
   }
   double worst = 0;
   for (int round = 0; round < 6; ++round) {
@@ -105,11 +107,10 @@ TEST_F(HostileHttpTest, HealthAndMetricsAnswerWithinASecondUnderSlowloris) {
 
 TEST_F(HostileHttpTest, RequestDeadlineShutsSlowAndIdleConnections) {
   ASSERT_NO_FATAL_FAILURE(StartGateway({"--http-request-timeout", "2s"}));
-  const int idle = ConnectFrom("127.0.0.2", http_port_);
-  const int slow = ConnectFrom("127.0.0.3", http_port_);
+  const int idle = Open("127.0.0.2");
+  const int slow = Open("127.0.0.3");
   ASSERT_GE(idle, 0);
   ASSERT_GE(slow, 0);
-  held_.insert(held_.end(), {idle, slow});
   const absl::Time start = absl::Now();
   bool slow_closed = false;
   // A byte every 200 ms keeps an idle timer from firing; only the request
@@ -132,9 +133,8 @@ TEST_F(HostileHttpTest, OneClientCannotHoldMoreThanItsConnections) {
   ASSERT_NO_FATAL_FAILURE(Hold("127.0.0.2", 8));
   absl::SleepFor(absl::Milliseconds(200));
   // The ninth from the same host is closed at once; another host is served.
-  const int ninth = ConnectFrom("127.0.0.2", http_port_);
+  const int ninth = Open("127.0.0.2");
   ASSERT_GE(ninth, 0);  // the kernel accepts; the server then closes it
-  held_.push_back(ninth);
   EXPECT_TRUE(PeerClosed(ninth, absl::Seconds(2)));
   EXPECT_EQ(StatusOf(Exchange(http_port_, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n",
                               absl::Seconds(5), "127.0.0.3")),
@@ -166,9 +166,8 @@ TEST_F(HostileHttpTest, ChunkedBodyOverTheLimitIs413AndNeverBuffered) {
   ASSERT_NO_FATAL_FAILURE(StartGateway());
   const pid_t pid = coordinator().Pid();
   const int64_t peak_before = PeakRssKib(pid);
-  const int fd = ConnectFrom("127.0.0.2", http_port_);
+  const int fd = Open("127.0.0.2");
   ASSERT_GE(fd, 0);
-  held_.push_back(fd);
   ASSERT_TRUE(SendAll(fd,
                       "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                       "Transfer-Encoding: chunked\r\n\r\n"));
@@ -192,9 +191,8 @@ TEST_F(HostileHttpTest, HeaderFloodIsCutOffAndMemoryStaysBounded) {
   ASSERT_NO_FATAL_FAILURE(StartGateway());
   const pid_t pid = coordinator().Pid();
   const int64_t peak_before = PeakRssKib(pid);
-  const int fd = ConnectFrom("127.0.0.2", http_port_);
+  const int fd = Open("127.0.0.2");
   ASSERT_GE(fd, 0);
-  held_.push_back(fd);
   ASSERT_TRUE(SendAll(fd, "GET /healthz HTTP/1.1\r\nHost: t\r\n"));
   // Up to 64 MiB of headers, 1 KiB each.
   const std::string header = absl::StrCat("X-Flood: ", std::string(1000, 'a'), "\r\n");
@@ -223,9 +221,8 @@ TEST_F(HostileHttpTest, RequestWithoutATokenIsRefusedBeforeItsBodyIsRead) {
   const std::string tokens = dir_.Write("api.tokens", "s3cret-token-for-tests\n");
   ASSERT_NO_FATAL_FAILURE(StartGateway({"--api-tokens-file", tokens}));
   // Headers that announce 900 KB; no body byte is sent: the 401 must come anyway.
-  const int fd = ConnectFrom("127.0.0.2", http_port_);
+  const int fd = Open("127.0.0.2");
   ASSERT_GE(fd, 0);
-  held_.push_back(fd);
   ASSERT_TRUE(SendAll(fd,
                       "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
                       "Content-Length: 900000\r\n\r\n"));
