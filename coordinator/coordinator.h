@@ -255,7 +255,8 @@ class Coordinator {
     uint64_t newest_epoch = 0;
     // A verified snapshot past the last epoch whose metrics rank 0 has
     // reported: it becomes `newest` (and is written) once they arrive, so
-    // that no resume can skip an epoch's metrics.
+    // that a restart never resumes past metrics the state dir lacks; a
+    // failed generation resumes from it anyway (the redo bound wins).
     std::shared_ptr<const std::string> awaiting;
     uint64_t awaiting_step = 0;
     uint64_t awaiting_epoch = 0;

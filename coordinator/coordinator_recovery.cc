@@ -230,7 +230,16 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
   }
   store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
   r.resume.reset();
-  r.awaiting.reset();  // its epoch's metrics will not come
+  if (r.awaiting != nullptr) {
+    // Resuming from it keeps "at most one snapshot interval redone"; the
+    // metrics of the epochs it finished are lost if rank 0 never reports
+    // them (it died within a heartbeat of the epoch's end).
+    Log(absl::StrFormat("job %s: resuming from step %d although rank 0 had not reported the "
+                        "metrics of its epoch %d yet",
+                        job.id(), r.awaiting_step, r.awaiting_epoch));
+    AcceptSnapshotLocked(r, r.awaiting_step, r.awaiting_epoch, std::move(r.awaiting));
+    r.awaiting.reset();
+  }
   job.set_state(tagi::v1::PENDING);
   job.set_reason(absl::StrCat("recovering: ", reason, "; ",
                               WaitingReason(static_cast<int>(job.world_size()),

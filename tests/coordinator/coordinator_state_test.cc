@@ -257,23 +257,29 @@ TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
   // Epoch 2 ended and its snapshot came before the report of its metrics.
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 20, SnapshotBytes(job, 20, 2)).ok());
   EXPECT_EQ(GetJob(job).snapshot_step(), 10u);
+  coord().FlushState();
+  EXPECT_EQ(coord().Stats().snapshots_stored, 1u);  // not on disk before the metrics
+  ReportEpochs(job, w, 1, {1, 2}, 25);  // the metrics arrive: the snapshot counts
+  EXPECT_EQ(GetJob(job).snapshot_step(), 20u);
+  // Epoch 3's snapshot, then a failure before its metrics came: the next
+  // generation resumes from it anyway (at most one interval redone).
+  ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 30, SnapshotBytes(job, 30, 3)).ok());
   ASSERT_TRUE(FailRetryable(job, w, 1).ok());
   ASSERT_TRUE(coord().Rendezvous(w, absl::ZeroDuration()).ok());
-  EXPECT_EQ(AssignmentOf(w).resume_global_step(), 10u);  // epoch 2 is trained again
-  ReportEpochs(job, w, 2, {2}, 20);
-  ASSERT_TRUE(coord().UploadSnapshot(w, job, 2, 30, SnapshotBytes(job, 30, 3)).ok());
-  ReportEpochs(job, w, 2, {2, 3}, 30);  // the metrics arrive: the snapshot counts
-  EXPECT_EQ(GetJob(job).snapshot_step(), 30u);
+  EXPECT_EQ(AssignmentOf(w).resume_global_step(), 30u);
+  EXPECT_THAT(GetJob(job).progress().epochs(), SizeIs(2));
+  ReportEpochs(job, w, 2, {4}, 40);
+  ASSERT_TRUE(coord().UploadSnapshot(w, job, 2, 40, SnapshotBytes(job, 40, 3)).ok());
   coord().FlushState();
   // A coordinator restart resumes from it, with every epoch's metrics.
   Restart(StateOptions(1));
   tagi::v1::RegisterRequest again;
   again.set_worker_id(w);
   coord().Register(again, "peer");
-  EXPECT_EQ(AssignmentOf(w).resume_global_step(), 30u);
+  EXPECT_EQ(AssignmentOf(w).resume_global_step(), 40u);
   const tagi::v1::Job j = GetJob(job);
-  ASSERT_THAT(j.progress().epochs(), SizeIs(3));
-  EXPECT_EQ(j.progress().epochs(2).epoch(), 3u);
+  ASSERT_THAT(j.progress().epochs(), SizeIs(3));  // 1, 2 and 4: rank 0 never sent epoch 3's
+  EXPECT_EQ(j.progress().epochs(2).epoch(), 4u);
 }
 
 TEST_F(StateTest, ListKeepsOnlyTheLatestEpochAndRecoveryGetKeepsAll) {
