@@ -61,7 +61,7 @@ bool Agent::RegisterWithRetry() {
 }
 
 void Agent::Warm(const tagi::v1::JobSpec& spec) {
-  const absl::Status st = WarmDataCache(spec, data_cache_);
+  const absl::Status st = WarmDataCache(spec, data_cache_, options_.runner.data_roots);
   if (!st.ok() && warm_error_ != st.message()) {
     warm_error_ = std::string(st.message());
     std::fprintf(stderr, "tagi-worker %s: cannot load the data of a running job ahead: %s\n",

@@ -187,8 +187,10 @@ void FillEpoch(const EpochMetrics& m, tagi::v1::EpochMetrics* out) {
 
 // The job's data: the cached copy when the last job loaded the same data
 // set with the same seed, else loaded (and cached).
-absl::StatusOr<std::shared_ptr<const data::LoadedData>> Data(const tagi::v1::JobSpec& spec,
-                                                             DataCache* cache) {
+absl::StatusOr<std::shared_ptr<const data::LoadedData>> Data(
+    const tagi::v1::JobSpec& spec, DataCache* cache, const std::vector<std::string>& roots) {
+  // Before the cache: a spec outside the roots never gets data, cached or not.
+  if (!roots.empty()) TAGI_RETURN_IF_ERROR(data::CheckDataRoots(spec.data(), roots));
   const std::string key = absl::StrCat(spec.data().SerializeAsString(), "/", spec.seed());
   if (cache != nullptr && cache->data != nullptr && cache->key == key) return cache->data;
   TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
@@ -298,7 +300,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     options.metrics->StartJob(a.job_id(), a.rank(), options.worker_id,
                               spec.head().has_classification());
   }
-  TAGI_ASSIGN_OR_RETURN(const auto data_ptr, Data(spec, options.data_cache));
+  TAGI_ASSIGN_OR_RETURN(const auto data_ptr, Data(spec, options.data_cache, options.data_roots));
   const data::LoadedData& data = *data_ptr;
   progress.set_data_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
   TAGI_ASSIGN_OR_RETURN(const int device, EngineDevice(spec, options.device));
@@ -416,8 +418,9 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
 
 }  // namespace
 
-absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache) {
-  return Data(spec, &cache).status();
+absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache,
+                           const std::vector<std::string>& data_roots) {
+  return Data(spec, &cache, data_roots).status();
 }
 
 JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& options,

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -40,9 +41,10 @@ struct DataCache {
   std::shared_ptr<const data::LoadedData> data;
 };
 
-// Loads the job's data into the cache unless it already holds it. OK when
-// it does afterwards.
-absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache);
+// Loads the job's data into the cache unless it already holds it (files
+// only under `data_roots`, when not empty). OK when it does afterwards.
+absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache,
+                           const std::vector<std::string>& data_roots);
 
 struct JobRunnerOptions {
   std::string worker_id;
@@ -63,6 +65,9 @@ struct JobRunnerOptions {
   // Not owned; outlives the run.
   WorkerMetrics* metrics = nullptr;
   DataCache* data_cache = nullptr;  // may be null: load every time
+  // Job data is read only under these directories (tagi-worker
+  // --data-root; data/data_roots.h); empty: anywhere (in-process tests).
+  std::vector<std::string> data_roots;
 };
 
 struct JobOutcome {

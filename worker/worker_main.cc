@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -22,6 +23,7 @@
 #include "common/job_spec.h"
 #include "common/signals.h"
 #include "worker/agent.h"
+#include "worker/data/data_roots.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/cuda/device.h"
 #include "worker/metrics.h"
@@ -50,6 +52,10 @@ ABSL_FLAG(std::string, metrics, "",
           "off when empty.");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "Write the chosen metrics port to this file once listening.");
+ABSL_FLAG(std::vector<std::string>, data_root, tagi::data::DefaultDataRoots(),
+          "Directories (comma-separated) the worker reads job data from; a job naming a file "
+          "anywhere else fails with a message that says so and nothing about the file. The "
+          "default: Debian's packaged data sets and the worker's own data directory.");
 
 int main(int argc, char** argv) {
   tagi::engine::ReexecWithShortBlasSpin(argv);  // before anything else (blas.h)
@@ -57,7 +63,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "a tagi-ddp worker.\n"
       "  tagi-worker --coord HOST:PORT [--device cpu|cuda:N] [--threads T] [--host ADDR]\n"
-      "              [--metrics HOST:PORT [--metrics-port-file FILE]]\n"
+      "              [--metrics HOST:PORT [--metrics-port-file FILE]] [--data-root DIR,...]\n"
       "Run with --helpfull for every flag.");
   std::vector<char*> args = tagi::ParseFlags(argc, argv);
   if (args.size() != 1) {
@@ -71,6 +77,11 @@ int main(int argc, char** argv) {
   opt.runner.host = absl::GetFlag(FLAGS_host);
   opt.runner.collective_timeout = absl::GetFlag(FLAGS_collective_timeout);
   opt.runner.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  opt.runner.data_roots = absl::GetFlag(FLAGS_data_root);
+  if (opt.runner.data_roots.empty()) {
+    std::fprintf(stderr, "tagi-worker: --data-root needs at least one directory\n");
+    return 2;
+  }
   opt.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   char hostname[256] = {0};
   ::gethostname(hostname, sizeof(hostname) - 1);

@@ -169,7 +169,7 @@ TEST(Cifar10, ALabelAboveNineNamesTheRecord) {
   dir.Write("data_batch_2.bin", records);
   EXPECT_THAT(Message(LoadCifar10(dir.path().string(), 0, 0).status()),
               HasSubstr(dir.Path("data_batch_2.bin") +
-                        ": record 2 (byte offset 6146) has label 10; CIFAR-10 labels are 0..9"));
+                        ": record 2 (byte offset 6146) has a label above 9; CIFAR-10 labels are 0..9"));
 }
 
 TEST(Cifar10, EveryMissingFileIsNamed) {

@@ -192,8 +192,9 @@ TEST_F(ServiceJobs, CudaJobWaitsForAGpuWorkerWhileCpuWorkersRunCpuJobs) {
 
 TEST_F(ServiceJobs, MissingDataFileFailsTheJobWithTheReason) {
   ASSERT_NO_FATAL_FAILURE(StartCoordinator(2));
-  ChildProcess& w1 = StartWorker();
-  ChildProcess& w2 = StartWorker();
+  // The temp dir is one of the workers' data roots: the file is looked for.
+  ChildProcess& w1 = StartWorker({"--data-root", dir_.path()});
+  ChildProcess& w2 = StartWorker({"--data-root", dir_.path()});
   ASSERT_TRUE(WaitForWorkers(2, "IDLE", absl::Seconds(20)));
   const std::string missing = dir_.File("absent/train-images-idx3-ubyte");
   const std::string json = absl::StrCat(R"({
@@ -220,6 +221,7 @@ TEST_F(ServiceJobs, MissingDataFileFailsTheJobWithTheReason) {
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->state(), tagi::v1::FAILED);
   EXPECT_THAT(job->reason(), HasSubstr(missing));
+  EXPECT_THAT(job->reason(), HasSubstr("does not exist"));
 
   EXPECT_TRUE(WaitForWorkers(2, "IDLE", absl::Seconds(10)));
   EXPECT_TRUE(w1.Alive());

@@ -78,8 +78,9 @@ absl::Status ReadRecords(const std::string& path, size_t count, size_t first, Da
     }
     if (record[0] >= kCifar10Classes) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s: record %d (byte offset %d) has label %d; CIFAR-10 labels are 0..9",
-                          path, r, r * kCifar10RecordBytes, record[0]));
+          absl::StrFormat("%s: record %d (byte offset %d) has a label above 9; CIFAR-10 labels "
+                          "are 0..9",
+                          path, r, r * kCifar10RecordBytes));
     }
     const size_t sample = first + r;
     out.labels[sample] = record[0];

@@ -67,15 +67,6 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   return out;
 }
 
-// A field's text, shortened so that a huge garbage field cannot flood a log.
-std::string Quote(std::string_view s) {
-  constexpr size_t kMax = 40;
-  std::string out = "\"";
-  out += s.substr(0, kMax);
-  out += s.size() <= kMax ? "\"" : "...\"";
-  return out;
-}
-
 // Parses one field. Returns the value, or a description of what is wrong
 // (without the location, which the caller adds).
 absl::StatusOr<float> ParseField(std::string_view field, bool is_target) {
@@ -95,20 +86,20 @@ absl::StatusOr<float> ParseField(std::string_view field, bool is_target) {
       std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (ec == std::errc::result_out_of_range) {
     return absl::InvalidArgumentError(
-        absl::StrCat("number out of float range, found ", Quote(field)));
+        absl::StrCat("number out of float range (a field of ", field.size(), " characters)"));
   }
   if (ec != std::errc() || end != digits.data() + digits.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("expected a number, found ", Quote(field)));
+        absl::StrCat("expected a number, found a field of ", field.size(), " characters that is not one"));
   }
   if (std::isnan(value)) {
     if (is_target) return std::numeric_limits<float>::quiet_NaN();
     return absl::InvalidArgumentError(absl::StrCat(
-        "NaN input (inputs must be finite), found ", Quote(field)));
+        "NaN input (inputs must be finite)"));
   }
   if (std::isinf(value)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "infinite ", is_target ? "target" : "input", ", found ", Quote(field)));
+        "infinite ", is_target ? "target" : "input"));
   }
   return value;
 }

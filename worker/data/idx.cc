@@ -93,8 +93,8 @@ absl::StatusOr<uint64_t> ReadHeader(gzFile f, const std::string& path,
   TAGI_RETURN_IF_ERROR(ReadExact(f, path, magic.data(), 4, "magic"));
   if (magic[0] != 0 || magic[1] != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: bad IDX magic %02x %02x %02x %02x (expected 00 00 <type> <ndims>)",
-        path, magic[0], magic[1], magic[2], magic[3]));
+        "%s: bad IDX magic (the decompressed data does not start with 00 00 <type> <ndims>)",
+        path));
   }
   if (magic[2] != kTypeUnsignedByte) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -202,10 +202,11 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
   TAGI_ASSIGN_OR_RETURN(const auto first, PeekMagic(path));
   const bool is_gzip = first[0] == 0x1f && first[1] == 0x8b;
   if (!is_gzip && (first[0] != 0 || first[1] != 0)) {
+    // The bytes themselves are not shown: the message reaches API clients,
+    // and the file may be anything.
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: bad IDX magic: file starts with %02x %02x, expected 00 00 (IDX) "
-        "or 1f 8b (gzip)",
-        path, first[0], first[1]));
+        "%s: not an IDX file (its first two bytes are neither 00 00, IDX, nor 1f 8b, gzip)",
+        path));
   }
   // gzread passes raw files through unchanged, so one code path reads both.
   GzFile file(gzopen(path.c_str(), "rb"));

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "worker/data/cifar10.h"
 #include "worker/data/csv.h"
+#include "worker/data/data_roots.h"
 #include "worker/data/idx.h"
 #include "worker/data/toy.h"
 
@@ -209,6 +210,16 @@ absl::Status CheckDataFiles(const DataSpec& spec) {
   }
   if (problems.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+}
+
+absl::Status CheckDataRoots(const DataSpec& spec, const std::vector<std::string>& roots) {
+  if (spec.kind() == DataSpec::CIFAR10 && !spec.cifar10_dir().empty()) {
+    TAGI_RETURN_IF_ERROR(CheckUnderRoots("data.cifar10_dir", spec.cifar10_dir(), roots));
+  }
+  for (const DataFile& file : FilesOf(spec)) {
+    if (!file.path.empty()) TAGI_RETURN_IF_ERROR(CheckUnderRoots(file.field, file.path, roots));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LoadedData> LoadData(const DataSpec& spec, uint64_t job_seed) {

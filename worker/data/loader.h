@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +53,11 @@ std::string DefaultFashionMnistDir();
 // naming the field, e.g. "data.train_images: file /x/y does not exist".
 // Does not read the files' contents.
 absl::Status CheckDataFiles(const tagi::v1::DataSpec& spec);
+
+// OK when every file (and the CIFAR-10 directory) the spec names lies under
+// one of `roots` (data_roots.h); the first that does not is PermissionDenied.
+// Looks at no file. tagi-worker calls it before CheckDataFiles.
+absl::Status CheckDataRoots(const tagi::v1::DataSpec& spec, const std::vector<std::string>& roots);
 
 // Loads (or generates) both splits and standardises them as described above.
 absl::StatusOr<LoadedData> LoadData(const tagi::v1::DataSpec& spec,
