@@ -304,6 +304,10 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<tagi::v1::ProgressReply> ReportProgressLocked(
       const tagi::v1::ProgressReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A progress report of the job's failed generation, before the next one
+  // started: raises the last recovery's failed_at_step to what it reached.
+  void NoteLateProgressLocked(JobRecord& rec, const tagi::v1::ProgressReport& report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current generation of a running job after a failure: the job
   // resumes with a new generation (or FAILS after max_restarts).
   void FailGenerationLocked(JobRecord& r, const std::string& reason)

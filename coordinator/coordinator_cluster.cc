@@ -103,6 +103,19 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgress(
   return ReportProgressLocked(report);
 }
 
+void Coordinator::NoteLateProgressLocked(JobRecord& rec, const tagi::v1::ProgressReport& report) {
+  // The ranks of a generation that failed while this coordinator was not
+  // watching (it restarted) report how far they got when they reconnect:
+  // those steps count as done, so the recovery's steps_redone is the truth.
+  if (rec.job.state() != tagi::v1::PENDING || rec.job.recoveries_size() == 0) return;
+  tagi::v1::Recovery& last = *rec.job.mutable_recoveries()->rbegin();
+  if (last.failed_generation() != report.generation() || last.new_generation() != 0) return;
+  if (report.progress().global_step() > last.failed_at_step()) {
+    last.set_failed_at_step(report.progress().global_step());
+    Changed(rec);
+  }
+}
+
 absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
     const tagi::v1::ProgressReport& report) {
   auto r = FencedJob(report.job_id(), report.generation());
@@ -123,6 +136,7 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
       reply.set_directive(tagi::v1::CONTINUE);
       break;
     default:  // FAILED, SUCCEEDED, or PENDING again after a failure
+      NoteLateProgressLocked(rec, report);
       reply.set_directive(tagi::v1::ABORT);
       reply.set_reason(rec.job.reason());
       return reply;

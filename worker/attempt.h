@@ -73,6 +73,9 @@ class AttemptControl {
   }
 
   std::atomic<bool> stop_vote{false};
+  // True while the worker's session has lost the coordinator (set by the
+  // session): rank 0 then holds at its next snapshot point (job_runner.cc).
+  std::atomic<bool> coordinator_lost{false};
 
  private:
   const std::string job_id_;

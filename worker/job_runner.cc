@@ -32,6 +32,11 @@ using tagi::v1::JobProgress;
 // Rank 0's snapshots: Offer() copies the state at a step boundary and
 // returns at once; a background thread encodes and uploads the newest one
 // offered (an older one still waiting is replaced: only the newest counts).
+// An upload that fails because the coordinator cannot be reached is tried
+// again every kRetryPause until it is stored or refused, or a newer one is
+// offered.
+constexpr absl::Duration kRetryPause = absl::Milliseconds(250);
+
 class SnapshotUploader {
  public:
   SnapshotUploader(CoordinatorClient& client, const std::string& worker_id, const Assignment& a)
@@ -46,6 +51,7 @@ class SnapshotUploader {
   void Offer(Snapshot s) {
     absl::MutexLock lock(&mu_);
     pending_ = std::move(s);
+    retry_ = false;
   }
   // Waits (bounded) until the newest offer has been uploaded or refused.
   void Drain(absl::Duration timeout) {
@@ -55,8 +61,29 @@ class SnapshotUploader {
     };
     mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
   }
+  // Waits until the newest offer has been uploaded or refused (while the
+  // coordinator cannot be reached the uploader retries it), for at most
+  // `timeout`, giving up early once `control` is aborted. False when it is
+  // still pending.
+  bool DrainUnlessAborted(AttemptControl& control, absl::Duration timeout) {
+    const absl::Time until = absl::Now() + timeout;
+    while (absl::Now() < until && !control.aborted()) {
+      absl::MutexLock lock(&mu_);
+      auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !pending_.has_value() && !busy_;
+      };
+      if (mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Milliseconds(100))) return true;
+    }
+    return false;
+  }
 
  private:
+  // A failure that says nothing about the snapshot: the coordinator could
+  // not be reached. The upload is tried again.
+  static bool Unreachable(const absl::Status& st) {
+    return absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st);
+  }
+
   void Loop() {
     while (true) {
       Snapshot s;
@@ -67,6 +94,12 @@ class SnapshotUploader {
         };
         mu_.Await(absl::Condition(&ready));  // Offer or the destructor wakes it
         if (stop_) return;
+        if (retry_) {  // the coordinator was unreachable: pause before trying again
+          retry_ = false;
+          mu_.AwaitWithTimeout(absl::Condition(&stop_), kRetryPause);
+          if (stop_) return;
+          if (!pending_.has_value()) continue;
+        }
         s = std::move(*pending_);
         pending_.reset();
         busy_ = true;
@@ -84,6 +117,10 @@ class SnapshotUploader {
       }
       absl::MutexLock lock(&mu_);
       busy_ = false;
+      if (Unreachable(st) && !pending_.has_value()) {
+        pending_ = std::move(s);  // not stored, nothing newer: it is tried again
+        retry_ = true;
+      }
     }
   }
 
@@ -93,6 +130,7 @@ class SnapshotUploader {
   absl::Mutex mu_;
   std::optional<Snapshot> pending_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool retry_ ABSL_GUARDED_BY(mu_) = false;  // pending_ failed for want of the coordinator
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once the members above exist
 };
@@ -246,6 +284,25 @@ void OfferSnapshot(SnapshotUploader& uploader, const Assignment& a, engine::Engi
   uploader.Offer(*std::move(s));
 }
 
+// Rank 0, right after offering a snapshot: while the session has lost the
+// coordinator, training stays at this snapshot point until the snapshot is
+// stored or refused (the uploader retries it), so that a coordinator that
+// restarts makes the job redo what lies behind its newest stored snapshot,
+// not what the ranks trained while it was away. The other ranks wait in the
+// next all-reduce. Bounded: after `max_wait` (the collective timeout, which
+// the others would hit anyway) the attempt is aborted.
+void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& control,
+                              absl::Duration max_wait) {
+  if (!control.coordinator_lost.load()) return;
+  std::fprintf(stderr, "job %s: the coordinator is unreachable; holding at this snapshot point\n",
+               control.job_id().c_str());
+  if (!uploader.DrainUnlessAborted(control, max_wait) && !control.aborted()) {
+    control.Abort(absl::StrFormat(
+        "the coordinator was unreachable for %s at a snapshot point",
+        absl::FormatDuration(max_wait)));
+  }
+}
+
 // Downloads the generation's snapshot and loads it into the model after
 // checking that it is the one announced and fits this job exactly.
 absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worker_id,
@@ -375,6 +432,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
       if (snapshots.has_value() && interval > 0 && step < epoch_steps &&
           progress.global_step() % interval == 0) {
         OfferSnapshot(*snapshots, a, *model, epoch, step, steps);
+        HoldWhileCoordinatorLost(*snapshots, control, options.collective_timeout);
       }
       // The session sends every report_interval: publishing a copy every
       // step would only be overwritten. A few times per interval suffices.
@@ -392,7 +450,10 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first, on_step));
     FillEpoch(m, progress.add_epochs());
     if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
-    if (snapshots.has_value()) OfferSnapshot(*snapshots, a, *model, e + 1, 0, steps);
+    if (snapshots.has_value()) {
+      OfferSnapshot(*snapshots, a, *model, e + 1, 0, steps);
+      HoldWhileCoordinatorLost(*snapshots, control, options.collective_timeout);
+    }
     control.SetProgress(progress);
   }
   if (collective != nullptr) DepartTogether(store, a, options.connect_timeout);

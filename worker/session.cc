@@ -44,10 +44,17 @@ void Session::SetAttempt(AttemptControl* attempt) {
   absl::MutexLock lock(&mu_);
   attempt_ = attempt;
   poked_ = true;  // tell the coordinator what we are doing now
+  if (attempt != nullptr) attempt->coordinator_lost = !connected_;
   if (attempt != nullptr && attempt->job_id() == aborted_job_ &&
       attempt->generation() == aborted_generation_) {
     attempt->Abort(aborted_reason_);
   }
+}
+
+void Session::SetConnected(bool connected) {
+  absl::MutexLock lock(&mu_);
+  connected_ = connected;
+  if (attempt_ != nullptr) attempt_->coordinator_lost = !connected;
 }
 
 void Session::Poke() {
@@ -106,7 +113,10 @@ bool Session::RunStream() {
       tagi::v1::SessionDirective d;
       while (stream->Read(&d)) {
         last_heard_ns = absl::GetCurrentTimeNanos();
-        if (!heard.exchange(true)) ++streams_opened_;
+        if (!heard.exchange(true)) {
+          ++streams_opened_;
+          SetConnected(true);
+        }
         if (d.directive() != tagi::v1::CONTINUE) Handle(d);
       }
       reader_done = true;
@@ -149,6 +159,7 @@ bool Session::RunStream() {
   ctx->TryCancel();
   if (reader.joinable()) reader.join();
   const absl::Status st = FromGrpcStatus(stream->Finish());
+  SetConnected(false);
   if (!clean && heard.load()) {
     std::fprintf(stderr, "tagi-worker %s: session with %s lost (%s); reconnecting\n",
                  options_.worker_id.c_str(), client_.target().c_str(),

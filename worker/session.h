@@ -61,6 +61,8 @@ class Session {
   // Runs one stream until it breaks or Stop(); true when it was opened.
   bool RunStream();
   void Handle(const tagi::v1::SessionDirective& d);
+  // Records whether a stream is open and heard, on the attempt too.
+  void SetConnected(bool connected);
   tagi::v1::SessionMessage Compose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CoordinatorClient& client_;
@@ -72,6 +74,7 @@ class Session {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
   AttemptControl* attempt_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;  // a stream is open and heard
   // (job, generation, reason) of the last ABORT, for an attempt set late.
   std::string aborted_job_ ABSL_GUARDED_BY(mu_);
   uint64_t aborted_generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -269,7 +269,8 @@ TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSa
   const std::string state = dir_.File("state");
   StartCoordinator(2, {"--state-dir", state});
   const std::string address = this->address();
-  for (int i = 0; i < 2; ++i) StartWorker();
+  ChildProcess& w1 = StartWorker();
+  ChildProcess& w2 = StartWorker();
   const std::string job_file = WriteJob("fault", FaultJobJson(6, 20));
   const std::string reference = ReferenceChecksum(job_file);
   ASSERT_FALSE(reference.empty());
@@ -312,6 +313,19 @@ TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSa
   const tagi::v1::Recovery& r = done->recoveries(0);
   EXPECT_EQ(r.reason(), "the coordinator restarted");
   EXPECT_THAT(r.snapshot(), HasSubstr(absl::StrCat("skipped ", newest.filename().string())));
+  // Rank 0 held at its first snapshot point without the coordinator, where
+  // the ranks used to train on until it came back (559-1,017 steps redone at
+  // an interval of 100). What is redone is that interval, the snapshots the
+  // coordinator had received but not yet written (here the steps take about
+  // 2 ms, so its writer lags several intervals behind) and the snapshot
+  // damaged above; README, "When something fails".
+  EXPECT_THAT(w1.Stderr() + w2.Stderr(), HasSubstr("holding at this snapshot point"));
+  EXPECT_LE(r.steps_redone(), 8u * 20u) << "failed at step " << r.failed_at_step()
+                                        << ", resumed from " << r.resumed_from_step();
+  std::printf("[figure] coordinator restart: failed at step %d, resumed from %d, %d steps "
+              "redone (interval 20, newest snapshot damaged)\n",
+              static_cast<int>(r.failed_at_step()), static_cast<int>(r.resumed_from_step()),
+              static_cast<int>(r.steps_redone()));
   EXPECT_THAT(coordinator().Stderr(), HasSubstr("checksum"));
   // Nothing of the earlier incarnation was lost.
   const auto ref_job = GetJob("job-1");
