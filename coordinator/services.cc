@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/grpc_util.h"
+#include "common/status.h"
 
 namespace tagi::coordinator {
 namespace {
@@ -88,6 +89,34 @@ absl::StatusOr<std::string> ReadRestOfUpload(grpc::ServerReader<Chunk>* reader,
         absl::StrFormat("%s upload ended at %d of %d bytes", what, bytes.size(), total));
   }
   return bytes;
+}
+
+// An upload admitted and read whole; the lease holds its stream slot.
+template <typename Chunk>
+struct Upload {
+  Chunk first;
+  std::string bytes;
+  std::optional<StreamLimiter::Lease> lease;
+};
+
+// Reads the first message, takes a slot of the sender's worker id, has the
+// coordinator admit the upload (sender, job, generation, size), and only
+// then reads the rest.
+template <typename Chunk>
+absl::StatusOr<Upload<Chunk>> ReceiveUpload(grpc::ServerReader<Chunk>* reader,
+                                            StreamLimiter* limiter, Coordinator& c,
+                                            Coordinator::UploadKind kind) {
+  const char* what = kind == Coordinator::UploadKind::kSnapshot ? "snapshot" : "model";
+  Upload<Chunk> up;
+  TAGI_RETURN_IF_ERROR(ReadFirstChunk(reader, up.first, what));
+  if (limiter != nullptr) {
+    TAGI_ASSIGN_OR_RETURN(StreamLimiter::Lease lease, limiter->AcquireKey(up.first.worker_id()));
+    up.lease.emplace(std::move(lease));
+  }
+  TAGI_RETURN_IF_ERROR(c.AdmitUpload(up.first.worker_id(), up.first.job_id(),
+                                     up.first.generation(), kind, up.first.total_bytes()));
+  TAGI_ASSIGN_OR_RETURN(up.bytes, ReadRestOfUpload(reader, up.first, what));
+  return up;
 }
 
 // Streams `bytes` in chunks of kModelChunkBytes.
@@ -301,19 +330,11 @@ grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,
                                             grpc::ServerReader<tagi::v1::SnapshotChunk>* reader,
                                             tagi::v1::UploadSnapshotResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadSnapshot");
-  tagi::v1::SnapshotChunk first;
-  if (auto st = ReadFirstChunk(reader, first, "snapshot"); !st.ok()) return ToGrpcStatus(st);
-  TAGI_ADMIT_STREAM(streams_, AcquireKey, first.worker_id());
-  // Who, for what and how much, before any more bytes are read.
-  if (auto st = c_.AdmitUpload(first.worker_id(), first.job_id(), first.generation(),
-                               Coordinator::UploadKind::kSnapshot, first.total_bytes());
-      !st.ok()) {
-    return ToGrpcStatus(st);
-  }
-  auto bytes = ReadRestOfUpload(reader, first, "snapshot");
-  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
-  return ToGrpcStatus(c_.UploadSnapshot(first.worker_id(), first.job_id(), first.generation(),
-                                        first.global_step(), std::move(*bytes)));
+  auto up = ReceiveUpload(reader, streams_, c_, Coordinator::UploadKind::kSnapshot);
+  if (!up.ok()) return ToGrpcStatus(up.status());
+  return ToGrpcStatus(c_.UploadSnapshot(up->first.worker_id(), up->first.job_id(),
+                                        up->first.generation(), up->first.global_step(),
+                                        std::move(up->bytes)));
 }
 
 grpc::Status ClusterService::DownloadSnapshot(grpc::ServerContext* ctx,
@@ -330,18 +351,11 @@ grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
                                          grpc::ServerReader<tagi::v1::UploadModelRequest>* reader,
                                          tagi::v1::UploadModelResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadModel");
-  tagi::v1::UploadModelRequest first;
-  if (auto st = ReadFirstChunk(reader, first, "model"); !st.ok()) return ToGrpcStatus(st);
-  TAGI_ADMIT_STREAM(streams_, AcquireKey, first.worker_id());
-  if (auto st = c_.AdmitUpload(first.worker_id(), first.job_id(), first.generation(),
-                               Coordinator::UploadKind::kModel, first.total_bytes());
-      !st.ok()) {
-    return ToGrpcStatus(st);
-  }
-  auto bytes = ReadRestOfUpload(reader, first, "model");
-  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
-  return ToGrpcStatus(c_.UploadModel(first.worker_id(), first.job_id(), first.generation(),
-                                     first.checksum(), std::move(*bytes)));
+  auto up = ReceiveUpload(reader, streams_, c_, Coordinator::UploadKind::kModel);
+  if (!up.ok()) return ToGrpcStatus(up.status());
+  return ToGrpcStatus(c_.UploadModel(up->first.worker_id(), up->first.job_id(),
+                                     up->first.generation(), up->first.checksum(),
+                                     std::move(up->bytes)));
 }
 
 grpc::Status ClusterService::FinishJob(grpc::ServerContext* ctx,
