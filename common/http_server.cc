@@ -153,6 +153,25 @@ void HttpResponse::SetSharedContent(std::shared_ptr<const std::string> content,
   SetHeader("Content-Type", std::move(content_type));
 }
 
+std::string HttpStatsText(const HttpServerStats& stats, absl::string_view prefix) {
+  std::string out;
+  const auto add = [&](absl::string_view name, absl::string_view type, absl::string_view help,
+                       double value) {
+    absl::StrAppendFormat(&out, "# HELP %s_%s %s\n# TYPE %s_%s %s\n%s_%s %.17g\n", prefix, name,
+                          help, prefix, name, type, prefix, name, value);
+  };
+  add("connections_open", "gauge", "Open HTTP connections.",
+      static_cast<double>(stats.connections_open));
+  add("connections_accepted_total", "counter", "HTTP connections accepted.",
+      static_cast<double>(stats.connections_accepted));
+  add("deadline_closed_total", "counter",
+      "HTTP connections shut because their request did not arrive whole in time.",
+      static_cast<double>(stats.deadline_closed));
+  add("bodies_refused_total", "counter", "HTTP requests refused with 413 for their body's size.",
+      static_cast<double>(stats.bodies_refused));
+  return out;
+}
+
 HttpServer::HttpServer(HttpServerOptions options, Screen screen, Handler handler,
                        ErrorWriter errors, Clock& clock)
     : options_(std::move(options)),

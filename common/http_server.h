@@ -105,6 +105,11 @@ struct HttpServerStats {
   uint64_t bodies_refused = 0;   // 413s for size
 };
 
+// The stats in the Prometheus text format, each name starting with
+// `prefix` (e.g. "tagi_coordinator_http"): connections open (gauge),
+// accepted, shut for the request deadline and bodies refused (counters).
+std::string HttpStatsText(const HttpServerStats& stats, absl::string_view prefix);
+
 class HttpServer {
  public:
   // Answers a whole request (its body read).

@@ -251,7 +251,10 @@ int Run(const Options& opt) {
     rest.api_tokens = opt.api_tokens;
     rest.refusals = &refusals;
     http.emplace(
-        coordinator, [&metrics] { return metrics.Scrape(); },
+        coordinator,
+        [&metrics, &http] {
+          return metrics.Scrape() + HttpStatsText(http->stats(), "tagi_coordinator_http");
+        },
         [&serving, &coordinator]() -> absl::Status {
           if (!serving.load()) return absl::UnavailableError("the coordinator is shutting down");
           // A state dir that cannot be written (full, read-only, I/O errors)

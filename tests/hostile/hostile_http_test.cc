@@ -24,6 +24,7 @@ namespace tagi::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kMiB = 1024;  // in KiB
 
@@ -126,6 +127,12 @@ TEST_F(HostileHttpTest, RequestDeadlineShutsSlowAndIdleConnections) {
   int status = 0;
   TimedGet("/healthz", status);
   EXPECT_EQ(status, 200);
+  // The metrics count the trickler (the idle one may go by the idle timeout).
+  const std::string metrics =
+      Exchange(http_port_, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n", absl::Seconds(5));
+  EXPECT_THAT(metrics, HasSubstr("\ntagi_coordinator_http_deadline_closed_total "));
+  EXPECT_THAT(metrics, Not(HasSubstr("\ntagi_coordinator_http_deadline_closed_total 0\n")));
+  EXPECT_THAT(metrics, HasSubstr("\ntagi_coordinator_http_connections_open 1\n"));
 }
 
 TEST_F(HostileHttpTest, OneClientCannotHoldMoreThanItsConnections) {
