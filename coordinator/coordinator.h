@@ -387,6 +387,9 @@ class Coordinator {
 // Maps between absl and gRPC-style job ids etc. are elsewhere; this returns
 // the protocol-neutral name of a state ("RUNNING").
 std::string JobStateName(tagi::v1::JobState state);
+// The reason of the recovery a restarted coordinator records for each job
+// that was running.
+inline constexpr char kCoordinatorRestarted[] = "the coordinator restarted";
 bool IsTerminal(tagi::v1::JobState state);
 
 }  // namespace tagi::coordinator

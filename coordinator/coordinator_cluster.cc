@@ -107,9 +107,13 @@ void Coordinator::NoteLateProgressLocked(JobRecord& rec, const tagi::v1::Progres
   // The ranks of a generation that failed while this coordinator was not
   // watching (it restarted) report how far they got when they reconnect:
   // those steps count as done, so the recovery's steps_redone is the truth.
+  // (A failure this coordinator saw has its step already: max_reported_step.)
   if (rec.job.state() != tagi::v1::PENDING || rec.job.recoveries_size() == 0) return;
   tagi::v1::Recovery& last = *rec.job.mutable_recoveries()->rbegin();
-  if (last.failed_generation() != report.generation() || last.new_generation() != 0) return;
+  if (last.reason() != kCoordinatorRestarted || last.failed_generation() != report.generation() ||
+      last.new_generation() != 0) {
+    return;
+  }
   if (report.progress().global_step() > last.failed_at_step()) {
     last.set_failed_at_step(report.progress().global_step());
     Changed(rec);

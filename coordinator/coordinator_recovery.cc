@@ -425,7 +425,7 @@ void Coordinator::LoadState() {
     } else if (j.state() == tagi::v1::RUNNING) {
       tagi::v1::Recovery& rec = *j.add_recoveries();
       rec.set_failed_generation(j.generation());
-      rec.set_reason("the coordinator restarted");
+      rec.set_reason(kCoordinatorRestarted);
       rec.set_detected_ms(NowMs());
       rec.set_failed_at_step(j.progress().global_step());
       j.set_restarts(j.restarts() + 1);

@@ -245,7 +245,8 @@ def run(args, tmp, procs):
     for i in range(3):  # two ranks and a spare for the recovery panels
         procs.start(f"worker{i}", [
             f"{bindir}/tagi-worker", "--coord", f"127.0.0.1:{grpc}", "--threads", "1",
-            "--metrics", "127.0.0.1:0", "--metrics-port-file", f"{tmp}/worker{i}.port"])
+            "--metrics", "127.0.0.1:0", "--metrics-port-file", f"{tmp}/worker{i}.port",
+            "--data-root", tmp])  # the generated data set lives there
     for i in range(3):
         workers.append(wait_for(f"worker {i}'s metrics port file",
                                 lambda: read_port(f"{tmp}/worker{i}.port"), 20, procs))
