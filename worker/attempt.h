@@ -44,6 +44,17 @@ class AttemptControl {
     }
     if (poke) poke();  // the first step is reported at once, not at the next interval
   }
+  // SetProgress, and the session sends it now rather than at its next
+  // interval (an epoch's metrics, before that epoch's snapshot).
+  void SetProgressNow(const tagi::v1::JobProgress& p) {
+    std::function<void()> poke;
+    {
+      absl::MutexLock lock(&mu_);
+      progress_ = p;
+      poke = poke_;
+    }
+    if (poke) poke();
+  }
   tagi::v1::JobProgress progress() {
     absl::MutexLock lock(&mu_);
     return progress_;

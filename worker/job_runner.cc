@@ -450,6 +450,9 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first, on_step));
     FillEpoch(m, progress.add_epochs());
     if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
+    // The epoch's metrics go out first: the coordinator writes a snapshot
+    // only once it holds the metrics of the epochs before it.
+    control.SetProgressNow(progress);
     if (snapshots.has_value()) {
       OfferSnapshot(*snapshots, a, *model, e + 1, 0, steps);
       HoldWhileCoordinatorLost(*snapshots, control, options.collective_timeout);
