@@ -11,6 +11,9 @@ PACKAGES=(
   prometheus docker-compose curl python3-yaml openssl
   libopenblas-dev zlib1g-dev
   libgtest-dev libgmock-dev
+  # the Python package (python/) and its tests; its gRPC modules come from
+  # protobuf-compiler-grpc's grpc_python_plugin
+  python3-grpcio python3-protobuf python3-numpy python3-pytest python3-setuptools
   # clang and its libFuzzer / sanitizer runtimes: make fuzz, make fuzz-smoke
   clang libclang-rt-14-dev
   dataset-fashion-mnist

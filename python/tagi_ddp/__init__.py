@@ -1,0 +1,21 @@
+"""tagi-ddp from Python: build jobs with pytagi's layer names, run them on a
+coordinator, and read the trained models into numpy.
+
+    from tagi_ddp import Client, load_model, data
+    from tagi_ddp.nn import Sequential, Linear, ReLU
+
+Modules: nn (the model builder), data (DataSpec helpers), client (the Jobs
+service: Client, TagiError), model (model files and numpy predictions).
+"""
+from . import data, nn  # noqa: F401
+from .model import HsmTree, Model, ModelFileError, decode_model, load_model  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # The client needs grpc; the builder and the model reader do not.
+    if name in ("Client", "TagiError", "client"):
+        from . import client
+        return client if name == "client" else getattr(client, name)
+    raise AttributeError(f"module 'tagi_ddp' has no attribute {name!r}")

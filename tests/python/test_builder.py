@@ -1,0 +1,153 @@
+"""The model builder: pytagi's reference networks give the example job files."""
+import json
+import os
+
+import pytest
+from google.protobuf import json_format
+
+from tagi_ddp import data
+from tagi_ddp._stubs import job_pb2
+from tagi_ddp.nn import (AvgPool2d, BatchNorm2d, Conv2d, LayerBlock, LayerNorm, LeakyReLU,
+                         Linear, MaxPool2d, MixtureReLU, ReLU, Remax, ResNetBlock, Sequential,
+                         Sigmoid, Softplus, Tanh, UnsupportedError, LSTM)
+
+
+def example(src, name):
+    with open(os.path.join(src, "examples", name), encoding="utf-8") as f:
+        return json_format.Parse(f.read(), job_pb2.JobSpec())
+
+
+def mnist_cnn():
+    # TAGI_Tutorial_04_MNIST_CNN (shared/TAGI_CNN.md 11.3), as pytagi writes it.
+    return Sequential(
+        Conv2d(1, 32, 4, padding=1, in_width=28, in_height=28, bias=False),
+        ReLU(), BatchNorm2d(32), AvgPool2d(3, 2),
+        Conv2d(32, 64, 5, bias=False), ReLU(), BatchNorm2d(64), AvgPool2d(3, 2),
+        Linear(64 * 4 * 4, 256), ReLU(), Linear(256, 11))
+
+
+def resnet_block(in_c, out_c, stride=1, padding_type=1, gain_weight=1):
+    # pytagi's examples/tagi_resnet_model.py make_layer_block (argument order as there).
+    return LayerBlock(
+        Conv2d(in_c, out_c, 3, bias=False, stride=stride, padding=1, padding_type=padding_type,
+               gain_weight=gain_weight),
+        MixtureReLU(), BatchNorm2d(out_c),
+        Conv2d(out_c, out_c, 3, bias=False, padding=1, gain_weight=gain_weight),
+        MixtureReLU(), BatchNorm2d(out_c))
+
+
+def down(in_c, out_c, g):
+    return ResNetBlock(
+        resnet_block(in_c, out_c, 2, 2, gain_weight=g),
+        LayerBlock(Conv2d(in_c, out_c, 2, bias=False, stride=2, gain_weight=g), MixtureReLU(),
+                   BatchNorm2d(out_c)))
+
+
+def resnet18_cifar10(g, gb):
+    return Sequential(
+        Conv2d(3, 64, 3, bias=False, padding=1, in_width=32, in_height=32, gain_weight=g),
+        MixtureReLU(), BatchNorm2d(64),
+        ResNetBlock(resnet_block(64, 64, gain_weight=g)),
+        ResNetBlock(resnet_block(64, 64, gain_weight=g)),
+        down(64, 128, g), ResNetBlock(resnet_block(128, 128, gain_weight=g)),
+        down(128, 256, g), ResNetBlock(resnet_block(256, 256, gain_weight=g)),
+        down(256, 512, g), ResNetBlock(resnet_block(512, 512, gain_weight=g)),
+        AvgPool2d(4), Linear(512, 11, gain_weight=g, gain_bias=gb))
+
+
+def diff(a, b):
+    return (json.dumps(json_format.MessageToDict(a), indent=1) + "\n---\n" +
+            json.dumps(json_format.MessageToDict(b), indent=1))
+
+
+def test_mnist_cnn_gives_examples_fmnist_cnn(src):
+    spec = mnist_cnn().to_job_spec(
+        name="fmnist-cnn", data=data.fashion_mnist(), num_classes=10, sigma_v=0.2,
+        batch_size=128, epochs=3, seed=1, reduction="SUM", world_size=1, snapshot_interval=100,
+        device="cpu")
+    want = example(src, "fmnist_cnn.json")
+    assert spec == want, diff(spec, want)
+
+
+def test_resnet18_gives_examples_cifar10_resnet18(src):
+    # 0.083 as the job file writes it: the float32 the engine reads.
+    net = resnet18_cifar10(0.083, 0.083)
+    spec = net.to_job_spec(
+        name="cifar10-resnet18",
+        data=data.cifar10("/path/to/cifar-10-batches-bin", random_crop_padding=4,
+                          horizontal_flip=True),
+        num_classes=10, sigma_v=0.05, batch_size=64, epochs=20, seed=1, reduction="SUM",
+        world_size=2, snapshot_interval=200, device="cpu")
+    want = example(src, "cifar10_resnet18.json")
+    assert spec == want, diff(spec, want)
+    assert len(spec.layers) == 13  # stem 3, blocks 8, pool and Linear
+
+
+def test_mlp_with_every_activation_takes_the_fields_of_the_job_format():
+    net = Sequential(Linear(4, 8), ReLU(), Linear(8, 8), Sigmoid(), Linear(8, 8), Tanh(),
+                     Linear(8, 8), Softplus(), Linear(8, 8), MixtureReLU(), Linear(8, 8),
+                     LeakyReLU(), Linear(8, 8), LeakyReLU(negative_slope=0.2),
+                     LayerNorm([8]), BatchNorm2d(8, momentum=0.5), Linear(8, 1))
+    job = net.to_job_dict(name="mlp", data=data.toy_cubic(), sigma_v=0.1, batch_size=4,
+                          epochs=1)
+    kinds = [next(iter(l)) for l in job["layers"]]
+    assert kinds == ["linear", "relu", "linear", "sigmoid", "linear", "tanh", "linear",
+                     "softplus", "linear", "mixtureRelu", "linear", "leakyRelu", "linear",
+                     "leakyRelu", "layerNorm", "batchNorm", "linear"]
+    assert job["layers"][11] == {"leakyRelu": {}}
+    assert job["layers"][13] == {"leakyRelu": {"negativeSlope": 0.2}}
+    assert job["layers"][14] == {"layerNorm": {"eps": 1e-4}}  # pytagi's Python default
+    assert job["layers"][15] == {"batchNorm": {"momentum": 0.5}}
+    assert job["head"] == {"regression": {}}
+    assert "input" not in job  # flat: as wide as the first Linear
+    json_format.ParseDict(job, job_pb2.JobSpec())  # a valid JobSpec message
+
+
+def test_pools_map_pytagi_strides_and_padding_types():
+    net = Sequential(Conv2d(1, 2, 3, padding=1, padding_type=2, in_width=8),
+                     MaxPool2d(2), AvgPool2d(2, 2), MaxPool2d(3, 2, 1, 1))
+    layers = net.to_job_dict(name="p", data={}, sigma_v=1, batch_size=1, epochs=1)["layers"]
+    assert layers[0]["conv2d"]["paddingType"] == "BOTTOM_RIGHT"
+    assert layers[1] == {"maxPool2d": {"kernelSize": 2, "stride": 1}}  # pytagi's default 1
+    assert layers[2] == {"avgPool2d": {"kernelSize": 2, "stride": 2}}
+    assert layers[3] == {"maxPool2d": {"kernelSize": 3, "stride": 2, "padding": 1,
+                                       "paddingType": "SYMMETRIC"}}
+
+
+def test_batch_norm_whose_size_cannot_be_checked_here_keeps_it_for_the_server():
+    # Wrong num_features: written, so the coordinator's validation names it.
+    net = Sequential(Conv2d(1, 4, 3, in_width=8), BatchNorm2d(5))
+    layers = net.to_job_dict(name="b", data={}, sigma_v=1, batch_size=2, epochs=1)["layers"]
+    assert layers[1] == {"batchNorm": {"numFeatures": 5}}
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: Remax(), "Remax is a pytagi layer that the tagi-ddp engine does not run"),
+    (lambda: LSTM(1, 2, 3), "LSTM is a pytagi layer"),
+    (lambda: Linear(3, 4, bias=False), "Linear always has a bias"),
+    (lambda: BatchNorm2d(4, gain_weight=0.5), "no gain"),
+    (lambda: Conv2d(1, 2, 3, init_method="Uniform"), "'He' or 'Xavier'"),
+    (lambda: AvgPool2d(3, 1, 1), "padding needs padding_type 1"),
+])
+def test_unsupported_layers_and_arguments_are_refused(make, words):
+    with pytest.raises(UnsupportedError, match=words):
+        make()
+
+
+def test_layers_with_different_initialisation_are_refused():
+    net = Sequential(Linear(2, 3, gain_weight=0.5), ReLU(), Linear(3, 1))
+    with pytest.raises(UnsupportedError, match=r"different gain_weight values \[0.5, 1.0\]"):
+        net.to_job_dict(name="x", data={}, sigma_v=1, batch_size=1, epochs=1)
+
+
+def test_layer_norm_shape_that_does_not_fit_is_refused():
+    net = Sequential(Conv2d(1, 2, 3, in_width=6), LayerNorm([2, 5, 5]))
+    with pytest.raises(ValueError, match=r"its input has shape \[2, 4, 4\]"):
+        net.to_job_dict(name="x", data={}, sigma_v=1, batch_size=1, epochs=1)
+
+
+@pytest.mark.parametrize("make", [lambda: Linear(0, 3), lambda: Conv2d(1, 2, -1),
+                                  lambda: Linear(2.5, 3), lambda: MaxPool2d(0)])
+def test_bad_sizes_are_refused_at_construction(make):
+    with pytest.raises(ValueError, match="expected an integer"):
+        make()
