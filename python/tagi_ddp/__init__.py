@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # The client needs grpc; the builder and the model reader do not.
     if name in ("Client", "TagiError", "client"):
-        from . import client
+        import importlib
+        client = importlib.import_module(".client", __name__)
         return client if name == "client" else getattr(client, name)
     raise AttributeError(f"module 'tagi_ddp' has no attribute {name!r}")

@@ -361,7 +361,7 @@ class Sequential:
         self.layers = list(layers)
 
     def input_shape(self):
-        """The input (C, H, W) the first layer states, or None (flat: the data's width)."""
+        """The input (C, H, W) the first layer states (a Linear: flat), or None."""
         first = self.layers[0]
         if isinstance(first, Conv2d):
             return first.input_shape()
@@ -388,7 +388,7 @@ class Sequential:
         shape = tuple(input_shape) if input_shape else self.input_shape()
         layers, _ = _layer_dicts(self.layers, shape)
         job = {"name": name}
-        if shape is not None and (input_shape or isinstance(self.layers[0], Conv2d)):
+        if shape is not None:
             job["input"] = {"channels": shape[0], "height": shape[1], "width": shape[2]}
         job["layers"] = layers
         job["head"] = ({"classification": {"numClasses": int(num_classes)}}

@@ -99,7 +99,7 @@ def test_mlp_with_every_activation_takes_the_fields_of_the_job_format():
     assert job["layers"][14] == {"layerNorm": {"eps": 1e-4}}  # pytagi's Python default
     assert job["layers"][15] == {"batchNorm": {"momentum": 0.5}}
     assert job["head"] == {"regression": {}}
-    assert "input" not in job  # flat: as wide as the first Linear
+    assert job["input"] == {"channels": 4, "height": 1, "width": 1}  # the first Linear's
     json_format.ParseDict(job, job_pb2.JobSpec())  # a valid JobSpec message
 
 
