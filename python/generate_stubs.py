@@ -53,12 +53,8 @@ def main():
     parser.add_argument("--protoc", default=shutil.which("protoc") or "protoc")
     parser.add_argument("--grpc-plugin",
                         default=shutil.which("grpc_python_plugin") or "grpc_python_plugin")
-    parser.add_argument("--stamp", help="file to touch when done (for the build)")
     args = parser.parse_args()
-    written = generate(args.proto_dir, args.out, args.protoc, args.grpc_plugin)
-    if args.stamp:
-        with open(args.stamp, "w", encoding="utf-8") as f:
-            f.write("\n".join(written) + "\n")
+    generate(args.proto_dir, args.out, args.protoc, args.grpc_plugin)
     return 0
 
 
