@@ -15,6 +15,11 @@ CNN): each of its figures runs at least --min-steps steps.
   eval "$(bench/pytagi_wheel.sh env)"   # after bench/pytagi_wheel.sh fetch + install
   bench/pytagi_cnn_compare.py [--networks cnn,resnet18] [--seconds 20] [--min-steps 2] [--json]
 
+With --device cuda (on a GPU machine: tools/device_kit.sh runs it) both run on
+the GPU: our build/bin/gpu_cnn_bench, pytagi after net.to_device("cuda:0"), at
+the batches of issue 13 (the CNN at B = 128, ResNet18 on 3x32x32 at B = 64 and
+128).
+
 Nothing runs this during a build or a test.
 """
 import argparse
@@ -54,15 +59,21 @@ def build_pytagi(key):
     return Sequential(*layers), 3072, 0.05
 
 
-def pytagi_train(key, threads, seconds, min_steps):
+GPU_RUNS = [("cnn", 128), ("resnet18", 64), ("resnet18", 128)]
+
+
+def pytagi_train(key, threads, seconds, min_steps, batch=None, device="cpu"):
     import numpy as np
     import pytagi
     from pytagi import Utils
     from pytagi.nn import OutputUpdater
-    batch = NETWORKS[key][1]
+    batch = batch or NETWORKS[key][1]
     pytagi.manual_seed(1)
     net, width, sigma_v = build_pytagi(key)
-    net.set_threads(threads)
+    if device == "cuda":
+        net.to_device("cuda:0")
+    else:
+        net.set_threads(threads)
     net.train()
     updater = OutputUpdater(net.device)
     pool = 4
@@ -101,14 +112,19 @@ def main():
     p.add_argument("--json", action="store_true")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--batch", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         try:
-            r = pytagi_train(args.worker, args.threads, args.seconds, args.min_steps)
+            r = pytagi_train(args.worker, args.threads, args.seconds, args.min_steps,
+                             args.batch or None, args.device)
         except Exception as e:  # reported by the parent
             r = {"error": "%s: %s" % (type(e).__name__, e)}
         print("RESULT " + json.dumps(r), flush=True)
         return 0
+    if args.device == "cuda":
+        return compare_gpu(args)
     rows = []
     for key in args.networks.split(","):
         path, batch = NETWORKS[key]
@@ -136,6 +152,33 @@ def main():
                     key, batch, threads, row["ours"],
                     "%8.2f samples/s" % row["pytagi"] if row["pytagi"] else row["pytagi_error"],
                     "(%.0fx)" % row["ratio"] if "ratio" in row else ""), flush=True)
+    return 0
+
+
+def compare_gpu(args):
+    """Both on the GPU, one row per (network, batch) of GPU_RUNS."""
+    keys = args.networks.split(",")
+    for key, batch in GPU_RUNS:
+        if key not in keys:
+            continue
+        path = NETWORKS[key][0]
+        out = subprocess.run([os.path.join(args.bin_dir, "gpu_cnn_bench"), "--json", "--seconds",
+                              str(args.seconds), "%s:%d" % (path, batch)],
+                             capture_output=True, text=True)
+        ours = next((json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")),
+                    {"error": out.stderr.strip()[-300:]})
+        child = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--worker", key, "--device", "cuda",
+             "--batch", str(batch), "--seconds", str(args.seconds), "--min-steps",
+             str(args.min_steps)], capture_output=True, text=True)
+        theirs = next((json.loads(l[7:]) for l in child.stdout.splitlines()
+                       if l.startswith("RESULT ")), {"error": child.stderr.strip()[-300:]})
+        row = {"network": key, "batch": batch, "device": ours.get("device", "cuda"),
+               "ours": ours.get("samples_per_second"), "ours_error": ours.get("error"),
+               "pytagi": theirs.get("samples_per_second"), "pytagi_error": theirs.get("error")}
+        if row["ours"] and row["pytagi"]:
+            row["ratio"] = row["ours"] / row["pytagi"]
+        print(json.dumps(row), flush=True)
     return 0
 
 

@@ -166,38 +166,14 @@ void CheckText(const JobSpec& spec, Problems& p) {
   }
 }
 
-// The image layers have no CUDA implementation yet (issue 13).
-bool CpuOnly(spec::LayerKind kind) {
-  using tagi::v1::Layer;
-  return kind == Layer::CONV2D || kind == Layer::AVG_POOL2D || kind == Layer::MAX_POOL2D ||
-         kind == Layer::BATCH_NORM || kind == Layer::LAYER_NORM;
-}
-
-// What the layers ask of the batch and the device.
+// What the layers ask of the batch (every kind runs on the CPU and on
+// CUDA alike).
 void CheckLayerNeeds(const spec::Architecture& arch, const JobSpec& spec, Problems& p) {
   std::string path;
   const uint32_t min_batch = spec::MinTrainBatch(arch, &path);
   if (spec.batch_size() >= 1 && spec.batch_size() < min_batch) {
     p.Add("batch_size: %d; %s normalises single values over the batch, which needs a batch of "
           "at least %d (one sample has no variance)", spec.batch_size(), path, min_batch);
-  }
-  auto device = ParseDevice(spec.device());
-  if (device.ok() && *device >= 0) {
-    const std::function<void(const std::vector<spec::LayerSpec>&, const std::string&)> walk =
-        [&](const std::vector<spec::LayerSpec>& layers, const std::string& at) {
-          for (size_t i = 0; i < layers.size(); ++i) {
-            const spec::LayerSpec& l = layers[i];
-            const std::string here = absl::StrCat(at, "[", i, "]");
-            if (CpuOnly(l.kind)) {
-              p.Add("device: %s is a %s layer, which runs on the CPU only for now; use device "
-                    "\"cpu\"", here, spec::KindName(l.kind));
-              return;
-            }
-            walk(l.main, here + ".residual.main");
-            walk(l.shortcut, here + ".residual.shortcut");
-          }
-        };
-    walk(arch.layers, "layers");
   }
 }
 

@@ -24,8 +24,8 @@ set -eu
 KIT_DIR=.devkit
 ARCHIVE=$KIT_DIR/kit.tar.xz
 # The GPU tests, the binaries they start, and the benchmarks.
-BINARIES="cuda_test cuda_engine_test nccl_test service_gpu_test gpu_bench engine_bench
-  tagi-coordinator tagi-worker tagictl tagi-train"
+BINARIES="cuda_test cuda_engine_test nccl_test service_gpu_test gpu_bench gpu_cnn_bench
+  engine_bench tagi-coordinator tagi-worker tagictl tagi-train"
 
 die() { echo "device_kit: $*" >&2; exit 1; }
 
@@ -36,7 +36,7 @@ die() { echo "device_kit: $*" >&2; exit 1; }
 libraries() {
   for b in "$@"; do ldd "$b"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
-    grep -Ev '/lib(nccl|cublas|cublasLt|cuda)\.so'
+    grep -Ev '/lib(nccl|cublas|cublasLt|cuda|cudnn[a-z_]*)\.so'
 }
 
 pack() {
@@ -104,7 +104,9 @@ run() {
     mkdir -p /usr/share/datasets && cp -r "$kit/data/fashion-mnist" /usr/share/datasets/
   fi
   libpath=$kit/lib
-  for so in libcublas.so.13 libnccl.so.2; do
+  # cuDNN (Conv2d) is loaded by soname like cuBLAS; its libraries (about
+  # 1 GB) come from the GPU machine's CUDA or a pip wheel there.
+  for so in libcublas.so.13 libnccl.so.2 libcudnn.so.9; do
     if d=$(find_lib "$so"); then libpath=$libpath:$d; else echo "device_kit: $so not found" >&2; fi
   done
   export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -124,6 +126,12 @@ run() {
     "$bin/gpu_bench" --json --batch "$1" --hidden "$2" >> "$logs/gpu_bench.json" 2>&1 || status=1
   done
   cat "$logs/gpu_bench.json"
+  # The image networks (issue 13): the reference's MNIST CNN at B = 128,
+  # ResNet18 on 3x32x32 at B = 64 and 128.
+  echo "== gpu_cnn_bench"
+  (cd "$SOURCE_DIR" && "$bin/gpu_cnn_bench" --json --seconds 10) > "$logs/gpu_cnn_bench.json" 2>&1 ||
+    status=1
+  cat "$logs/gpu_cnn_bench.json"
   # The reference library side by side, when its wheel travelled along
   # (here: PYTAGI_PYVERS=3.12 NUMPY_VERSION=none bench/pytagi_wheel.sh fetch;
   # carry .whl too).
@@ -134,6 +142,10 @@ run() {
       PYTHONUNBUFFERED=1 python3 bench/pytagi_compare.py --device cuda --bin-dir "$bin" \
         --seconds 10 --json > "$logs/pytagi_compare.txt" 2>&1 || status=1
       cat "$logs/pytagi_compare.txt"
+      # The image networks side by side on the GPU (issue 13).
+      PYTHONUNBUFFERED=1 python3 bench/pytagi_cnn_compare.py --device cuda --bin-dir "$bin" \
+        --seconds 10 > "$logs/pytagi_cnn_compare.txt" 2>&1 || status=1
+      cat "$logs/pytagi_cnn_compare.txt"
     else
       tail -20 "$logs/pytagi_install.log"
       echo "device_kit: pytagi did not install"; status=1

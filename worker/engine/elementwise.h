@@ -1,7 +1,8 @@
 // The per-element formulas of the TAGI engine (shared/TAGI.md sections 3,
 // 5 and 7), written once for both engines: the CPU layers (activation.cc,
 // output.cc, linear.cc) call them in their loops and the CUDA kernels
-// (cuda/kernels.cu) call them per thread. So the CPU engine's tests (the
+// (cuda/kernels.cu, cuda/image_kernels.cu) call them per thread; norm.cc
+// too. So the CPU engine's tests (the
 // double-precision reference, the broken engines) check the arithmetic the
 // GPU runs, and the GPU parity tests are left with the indexing, the
 // launches and the products.
@@ -136,6 +137,29 @@ TAGI_HOST_DEVICE void CappedStep(float inv_cap_factor, float variance_floor, flo
   const float v = *var + Capped(delta_var, cap);
   *mu += Capped(delta_mu, cap);
   *var = v <= 0.0f ? variance_floor : v;
+}
+
+// BatchNorm and LayerNorm (TAGI_CNN.md sections 6 and 7): the TAGI product
+// of gamma with the input standardised by (mean, r = 1 / sqrt(var + eps)),
+// plus beta. second_g = mu_g^2 + var_g, computed once per channel.
+TAGI_HOST_DEVICE void Normalise(float mu_a, float var_a, float mean, float r, float mu_g,
+                                float second_g, float var_g, float mu_b, float var_b, float* mu_z,
+                                float* var_z) {
+  const float centred = mu_a - mean;
+  *mu_z = r * centred * mu_g + mu_b;
+  *var_z = r * r * (var_a * second_g + var_g * centred * centred) + var_b;
+}
+
+// The factor of gamma's delta terms for one input (the statistics are
+// constants in backward): its delta adds g * delta_mu, and g^2 * delta_var.
+TAGI_HOST_DEVICE float GammaFactor(float mu_a, float mean, float r, float var_g) {
+  return r * (mu_a - mean) * var_g;
+}
+
+// A running statistic moved towards the batch's: `momentum` is the weight
+// of the old value (0 for the first training batch, which replaces it).
+TAGI_HOST_DEVICE float RunningUpdate(float old_value, float batch_value, float momentum) {
+  return momentum * old_value + (1.0f - momentum) * batch_value;
 }
 
 }  // namespace tagi::engine::elementwise

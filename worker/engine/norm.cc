@@ -5,6 +5,8 @@
 #include <tuple>
 #include <utility>
 
+#include "worker/engine/elementwise.h"
+
 namespace tagi::engine {
 namespace {
 
@@ -14,9 +16,8 @@ void Normalise(const float* mu_a, const float* var_a, size_t n, float mean, floa
                float var_g, float mu_b, float var_b, float* mu_z, float* var_z) {
   const float second = mu_g * mu_g + var_g;
   for (size_t i = 0; i < n; ++i) {
-    const float centred = mu_a[i] - mean;
-    mu_z[i] = r * centred * mu_g + mu_b;
-    var_z[i] = r * r * (var_a[i] * second + var_g * centred * centred) + var_b;
+    elementwise::Normalise(mu_a[i], var_a[i], mean, r, mu_g, second, var_g, mu_b, var_b, &mu_z[i],
+                           &var_z[i]);
   }
 }
 
@@ -30,7 +31,7 @@ struct ParamSums {
 void AddParamSums(const float* mu_a, const float* dmu, const float* dvar, size_t n, float mean,
                   float r, float var_g, ParamSums* sums) {
   for (size_t i = 0; i < n; ++i) {
-    const float g = r * (mu_a[i] - mean) * var_g;
+    const float g = elementwise::GammaFactor(mu_a[i], mean, r, var_g);
     sums->gamma_mu += g * dmu[i];
     sums->gamma_var += g * g * dvar[i];
     sums->beta_mu += dmu[i];
@@ -110,8 +111,8 @@ void BatchNorm::Forward(const LayerIo& io, Mode mode) {
     // The first training batch replaces the initial running statistics.
     const float m = *first > 0.0f ? 0.0f : momentum_;
     for (size_t c = 0; c < channels_; ++c) {
-      running_mu[c] = m * running_mu[c] + (1.0f - m) * batch_mu[c];
-      running_var[c] = m * running_var[c] + (1.0f - m) * batch_var[c];
+      running_mu[c] = elementwise::RunningUpdate(running_mu[c], batch_mu[c], m);
+      running_var[c] = elementwise::RunningUpdate(running_var[c], batch_var[c], m);
     }
     *first = 0.0f;
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -15,8 +17,12 @@
 #include "worker/engine/cpu_engine.h"
 #include "worker/engine/cuda/cuda_check.h"
 #include "worker/engine/cuda/device_memory.h"
+#include "worker/engine/cuda/image_kernels.h"
 #include "worker/engine/cuda/kernels.h"
 #include "worker/engine/cuda/layers.h"
+#if TAGI_HAVE_CUDNN
+#include "worker/engine/cuda/cudnn_conv.h"
+#endif
 #include "worker/engine/initialize.h"
 #include "worker/engine/output.h"
 
@@ -61,10 +67,14 @@ struct CudaEngineState {
 
   Stream stream;
   CublasHandle blas;
+  // Created when a layer calls cuDNN (CudnnHandle is complete only in
+  // builds with cuDNN, the only ones with such layers).
+  std::shared_ptr<CudnnHandle> dnn;
   Event uploaded;  // the last batch upload left the pinned staging buffer
 
   // Model arena: params [mu n_pad][var n_pad], deltas [mu n_pad][var n_pad]
-  // [control], state (S floats), the plan's derived buffers, HSM tables.
+  // [room for the state, S floats][control] (the reduce buffer), state (S
+  // floats), the plan's derived buffers, HSM tables.
   DeviceFloats model;
   size_t deltas_offset = 0;
   size_t state_offset = 0;
@@ -78,6 +88,18 @@ struct CudaEngineState {
   DeviceFloats batch;
   size_t out_stride = 0;  // max_batch * output width, rounded up
   size_t labels_offset = 0, targets_offset = 0;
+  // Working memory of one layer call (CudaLayer::Prepare), shared.
+  DeviceFloats workspace;
+  size_t workspace_bytes = 0;
+
+  // Synchronised batch statistics (SetBatchSync): the sums go through
+  // pinned host memory to the caller's collective; the first failure of a
+  // step fails that step.
+  std::function<absl::Status(std::span<float>)> sync_sum;
+  size_t sync_world = 1;
+  PinnedFloats sync_host;
+  std::optional<BatchSync> batch_sync;
+  absl::Status sync_status;
 
   // Pinned host buffers: the batch going in ([x][targets][labels]), the
   // output coming out ([mu][var], out_stride apart), the control word, and
@@ -105,7 +127,8 @@ struct CudaEngineState {
   size_t input_width() const { return plan.input().size; }
   size_t output_width() const { return plan.output().size; }
   cudaStream_t s() const { return stream.get(); }
-  CudaContext ctx() const { return {stream.get(), &blas}; }
+  CudaContext ctx() const { return {stream.get(), &blas, dnn.get(), workspace_bytes}; }
+  float* control_word() const { return deltas() + 2 * n_pad + plan.num_state; }
   PendingFactors pending() const { return {!weights_scaled, pending_scale}; }
 };
 
@@ -126,8 +149,8 @@ absl::Status CheckDevice(int device) {
 }
 
 ArenaBases Bases(const CudaEngineState& s) {
-  return {s.params(), s.deltas(), s.n_pad, s.model.get() + s.state_offset,
-          s.model.get() + s.derived_offset, s.batch.get()};
+  return {s.params(),         s.deltas(), s.n_pad, s.model.get() + s.state_offset,
+          s.model.get() + s.derived_offset, s.batch.get(), s.workspace.get()};
 }
 CudaLayerIo ModelIo(const CudaEngineState& s, size_t layer) {
   return engine::ModelIo(s.plan, Bases(s), layer);
@@ -154,7 +177,7 @@ absl::Status ForEachDeferredBlock(const CudaEngineState& s, Fn fn) {
 absl::Status AllocateModelArena(CudaEngineState& s) {
   Carver c;
   c.Take(2 * s.n_pad);  // parameters
-  s.deltas_offset = c.Take(2 * s.n_pad + Model::kControlWords);
+  s.deltas_offset = c.Take(2 * s.n_pad + s.plan.num_state + Model::kControlWords);
   s.state_offset = c.Take(s.plan.num_state);
   s.derived_offset = c.Take(s.plan.derived_floats);
   size_t table = 0;
@@ -206,6 +229,16 @@ absl::Status AllocateBatchArena(CudaEngineState& s, size_t max_batch) {
   s.max_batch = 0;
   TAGI_ASSIGN_OR_RETURN(s.batch, DeviceFloats::Allocate(c.size()));
   TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.batch.get(), 0, c.size() * sizeof(float), s.s()));
+  // The workspace: the largest any layer asks for at this batch.
+  size_t bytes = 0;
+  s.workspace = DeviceFloats();
+  s.workspace_bytes = 0;
+  for (const std::unique_ptr<CudaLayer>& layer : s.layers) {
+    TAGI_ASSIGN_OR_RETURN(const size_t need, layer->Prepare(s.ctx(), max_batch));
+    bytes = std::max(bytes, need);
+  }
+  TAGI_ASSIGN_OR_RETURN(s.workspace, DeviceFloats::Allocate((bytes + 3) / sizeof(float)));
+  s.workspace_bytes = s.workspace.size() * sizeof(float);
   TAGI_ASSIGN_OR_RETURN(s.host_out, PinnedFloats::Allocate(2 * s.out_stride));
   TAGI_ASSIGN_OR_RETURN(
       s.staging, PinnedFloats::Allocate(max_batch * (s.input_width() + s.output_width() + 1)));
@@ -286,7 +319,8 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architectur
     if (s->layers.back() == nullptr) {
       return absl::UnimplementedError(absl::StrCat(
           l.path, ": ", spec::KindName(l.spec.kind),
-          " layers do not run on CUDA yet; run this job with device \"cpu\""));
+          " layers need cuDNN on CUDA, which this build was made without; run this job with "
+          "device \"cpu\" or rebuild where cudnn.h is found"));
     }
   }
   if (arch.head.kind == HeadKind::kClassification) {
@@ -295,6 +329,14 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architectur
   }
   TAGI_ASSIGN_OR_RETURN(s->stream, Stream::Create());
   TAGI_ASSIGN_OR_RETURN(s->blas, CublasHandle::Create(s->stream.get()));
+#if TAGI_HAVE_CUDNN
+  for (const std::unique_ptr<CudaLayer>& layer : s->layers) {
+    if (!layer->NeedsCudnn()) continue;
+    TAGI_ASSIGN_OR_RETURN(CudnnHandle dnn, CudnnHandle::Create(s->stream.get()));
+    s->dnn = std::make_shared<CudnnHandle>(std::move(dnn));
+    break;
+  }
+#endif
   TAGI_ASSIGN_OR_RETURN(s->uploaded, Event::Create());
   TAGI_ASSIGN_OR_RETURN(s->output_ready, Event::Create());
   TAGI_ASSIGN_OR_RETURN(s->control, PinnedFloats::Allocate(Model::kControlWords));
@@ -397,9 +439,13 @@ absl::Status CudaEngine::ReadDeltas(std::span<float> out) {
 }
 
 absl::StatusOr<uint64_t> CudaEngine::ParameterFingerprint() {
+  // The CPU engine's checksum (common ModelFingerprint): the parameters,
+  // combined with the state when there is any.
   std::vector<float> host(2 * s_->n);
   TAGI_RETURN_IF_ERROR(ReadParameters(host));
-  return Fingerprint64(host.data(), host.size() * sizeof(float));
+  std::vector<float> state(s_->plan.num_state);
+  TAGI_RETURN_IF_ERROR(ReadState(state));
+  return ModelFingerprint(host.data(), host.size(), state.data(), state.size());
 }
 
 absl::Status CudaEngine::Upload(const float* x, const int32_t* labels, const float* targets,
@@ -436,8 +482,9 @@ absl::Status CudaEngine::RunForward(size_t batch, Mode mode) {
   const CudaContext ctx = s.ctx();
   for (const spec::Step& step : s.plan.steps) {
     if (step.op == spec::Step::Op::kLayer) {
-      TAGI_RETURN_IF_ERROR(
-          s.layers[static_cast<size_t>(step.layer)]->Forward(ctx, StepIo(s, step, batch), mode));
+      CudaLayerIo io = StepIo(s, step, batch);
+      if (mode == Mode::kTrain && s.batch_sync) io.sync = &*s.batch_sync;
+      TAGI_RETURN_IF_ERROR(s.layers[static_cast<size_t>(step.layer)]->Forward(ctx, io, mode));
       continue;
     }
     // A residual merge: the branches are independent, so means and
@@ -568,7 +615,48 @@ absl::Status CudaEngine::TrainStep(const float* x, const int32_t* labels, const 
       Upload(x, classification ? labels : nullptr, classification ? nullptr : targets, batch));
   TAGI_RETURN_IF_ERROR(RunForward(batch, Mode::kTrain));
   TAGI_RETURN_IF_ERROR(OutputUpdate(batch, sigma_v, classification));
-  return RunBackward(batch);
+  TAGI_RETURN_IF_ERROR(RunBackward(batch));
+  return std::exchange(s_->sync_status, absl::OkStatus());
+}
+
+absl::Status CudaEngine::SetBatchSync(std::function<absl::Status(std::span<float>)> sum,
+                                      size_t world) {
+  CudaEngineState& s = *s_;
+  TAGI_USE_DEVICE();
+  // The largest sum a layer makes: a BatchNorm's 2 * channels.
+  size_t largest = 0;
+  for (const spec::PlannedLayer& l : s.plan.layers) {
+    if (l.spec.kind == tagi::v1::Layer::BATCH_NORM) largest = std::max<size_t>(largest, 2 * l.in.c);
+  }
+  if (s.sync_host.size() < largest) {
+    TAGI_ASSIGN_OR_RETURN(s.sync_host, PinnedFloats::Allocate(largest));
+  }
+  s.sync_sum = std::move(sum);
+  s.sync_world = world;
+  s.sync_status = absl::OkStatus();
+  // Sums device memory in place: to the pinned buffer, the caller's sum,
+  // and back (the copy back is ordered before any later use on the stream).
+  auto device_sum = [&s](std::span<float> values) -> absl::Status {
+    if (values.size() > s.sync_host.size()) {
+      return absl::InternalError("batch sync: more values than planned");
+    }
+    const size_t bytes = values.size() * sizeof(float);
+    float* host = s.sync_host.get();
+    TAGI_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host, values.data(), bytes, cudaMemcpyDeviceToHost, s.s()));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.s()));
+    TAGI_RETURN_IF_ERROR(s.sync_sum({host, values.size()}));
+    TAGI_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(values.data(), host, bytes, cudaMemcpyHostToDevice, s.s()));
+    return absl::OkStatus();
+  };
+  s.batch_sync = BatchSync{[&s, device_sum](std::span<float> values) {
+                             if (!s.sync_status.ok()) return false;
+                             s.sync_status = device_sum(values);
+                             return s.sync_status.ok();
+                           },
+                           world};
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::span<float>> CudaEngine::BeginReduce(bool device_memory, float control) {
@@ -583,40 +671,67 @@ absl::StatusOr<std::span<float>> CudaEngine::BeginReduce(bool device_memory, flo
     if (s.pending_scale != 1.0f) TAGI_RETURN_IF_ERROR(CanonicaliseDeltas(s));
     // The control word rides after the two padded halves. The caller's
     // collective runs on its own stream: the deltas must be complete first.
+    // The state (running statistics) rides after them, the control word last.
     s.control.get()[0] = control;
     float* buffer = s.deltas();
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer + 2 * s.n_pad, s.control.get(), sizeof(float),
+    const size_t state = s.plan.num_state;
+    if (state > 0) {
+      TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer + 2 * s.n_pad,
+                                                s.model.get() + s.state_offset,
+                                                state * sizeof(float), cudaMemcpyDeviceToDevice,
+                                                s.s()));
+    }
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.control_word(), s.control.get(), sizeof(float),
                                               cudaMemcpyHostToDevice, s.s()));
     TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.s()));
     s.reduce = ReduceMode::kDevice;
-    return std::span<float>(buffer, 2 * s.n_pad + Model::kControlWords);
+    return std::span<float>(buffer, 2 * s.n_pad + state + Model::kControlWords);
   }
   // Host staging in the packed CPU layout and meaning, so CPU ranks can
   // join the sum.
   TAGI_RETURN_IF_ERROR(CanonicaliseDeltas(s));
-  const size_t size = 2 * s.n + Model::kControlWords;
+  const size_t state = s.plan.num_state;
+  const size_t size = 2 * s.n + state + Model::kControlWords;
   if (s.reduce_host.size() < size) {
     TAGI_ASSIGN_OR_RETURN(s.reduce_host, PinnedFloats::Allocate(size));
   }
+  if (state > 0) {
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.reduce_host.get() + 2 * s.n,
+                                              s.model.get() + s.state_offset,
+                                              state * sizeof(float), cudaMemcpyDeviceToHost,
+                                              s.s()));
+  }
+  // CopyArena waits for the stream, the state's copy included.
   TAGI_RETURN_IF_ERROR(CopyArena(s, s.deltas(), s.reduce_host.get(), cudaMemcpyDeviceToHost));
-  s.reduce_host.get()[2 * s.n] = control;
+  s.reduce_host.get()[2 * s.n + state] = control;
   s.reduce = ReduceMode::kHost;
   return std::span<float>(s.reduce_host.get(), size);
 }
 
-// No CUDA layer keeps state yet (the image layers run on the CPU), so the
-// buffer has none and state_scale has nothing to scale.
-absl::StatusOr<float> CudaEngine::EndReduce(float scale, float /*state_scale*/) {
+// The reduced state comes back times state_scale (the replicas' average),
+// as the CPU engine takes it (Model::TakeReducedState).
+absl::StatusOr<float> CudaEngine::EndReduce(float scale, float state_scale) {
   CudaEngineState& s = *s_;
   TAGI_USE_DEVICE();
   const ReduceMode mode = s.reduce;
   s.reduce = ReduceMode::kNone;
   float control = 0.0f;
+  const size_t state = s.plan.num_state;
+  float* device_state = s.model.get() + s.state_offset;
   if (mode == ReduceMode::kDevice) {
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.control.get(), s.deltas() + 2 * s.n_pad,
-                                              sizeof(float), cudaMemcpyDeviceToHost, s.s()));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.control.get(), s.control_word(), sizeof(float),
+                                              cudaMemcpyDeviceToHost, s.s()));
+    TAGI_CUDA_RETURN_IF_ERROR(
+        kernels::ScaleInto(s.deltas() + 2 * s.n_pad, state, state_scale, device_state, s.s()));
   } else if (mode == ReduceMode::kHost) {
-    control = s.reduce_host.get()[2 * s.n];
+    float* reduced = s.reduce_host.get() + 2 * s.n;
+    control = reduced[state];
+    for (size_t i = 0; i < state; ++i) reduced[i] *= state_scale;
+    if (state > 0) {
+      TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_state, reduced, state * sizeof(float),
+                                                cudaMemcpyHostToDevice, s.s()));
+    }
+    // CopyArena waits for the stream: the state's copy has left the buffer.
     TAGI_RETURN_IF_ERROR(CopyArena(s, s.deltas(), s.reduce_host.get(), cudaMemcpyHostToDevice));
   } else {
     return absl::FailedPreconditionError("EndReduce without BeginReduce");

@@ -5,8 +5,9 @@
 // alignment): the steps in order forward (a layer step runs one CudaLayer,
 // layers.h, created per planned layer; an add step merges a residual
 // block), in reverse backward (the partial innovations of a fork summed
-// first). Every product is one cuBLAS SGEMM in plain fp32 and every
-// elementwise stage one fused kernel (kernels.h), all queued on the
+// first). Every LINEAR product is one cuBLAS SGEMM in plain fp32, every
+// convolution one cuDNN call (cudnn_conv.h), every elementwise stage one
+// fused kernel (kernels.h, image_kernels.h), all queued on the
 // engine's own stream; nothing inside a step goes through host memory
 // except the batch itself (in) and a copy of the output units (out, for the
 // accuracy probe), both through pinned buffers.
@@ -23,7 +24,8 @@
 // is zero and stays zero. Read/WriteParameters and the host-staged reduce
 // convert to and from the packed host layout, so files, snapshots and CPU
 // ranks see exactly the CPU arena. The device reduce buffer is
-// [mu N_pad][var N_pad][control].
+// [mu N_pad][var N_pad][state S][control] (the state: the batch norms'
+// running statistics, averaged across ranks as the CPU engine does).
 //
 // Deferred factors: the backward pass leaves the weights' deltas (the
 // blocks a layer defers, layers.h) without their var_w (var_w^2) factor and
@@ -79,10 +81,10 @@ class CudaEngine final : public Engine {
                          float sigma_v) override;
   absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
   absl::StatusOr<float> EndReduce(float scale, float state_scale) override;
-  // No CUDA layer keeps batch statistics yet: nothing to synchronise.
-  absl::Status SetBatchSync(std::function<absl::Status(std::span<float>)>, size_t) override {
-    return absl::OkStatus();
-  }
+  // Synchronised batch norm: each BatchNorm's sums go through pinned host
+  // memory to `sum` (two per layer and training step).
+  absl::Status SetBatchSync(std::function<absl::Status(std::span<float>)> sum,
+                            size_t world) override;
   absl::Status ApplyStep(float cap_factor) override;
 
   // For tests: the innovations of the output units written by the last

@@ -3,36 +3,11 @@
 // The per-element formulas are the CPU engine's own (elementwise.h).
 #include "worker/engine/cuda/kernels.h"
 
+#include "worker/engine/cuda/launch.h"
 #include "worker/engine/elementwise.h"
 
 namespace tagi::engine::cuda::kernels {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr size_t kMaxBlocks = size_t{1} << 16;
-
-int Blocks(size_t n) {
-  const size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-#define TAGI_GRID_STRIDE(i, n)                                                         \
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-
-// Launches kernel<<<Blocks(n), kThreads, 0, stream>>>(args...) unless n is 0.
-// (Under the host emulation of tests/cuda/emulation, which g++ compiles, the
-// launch is the emulator's.)
-template <typename... Params, typename... Args>
-cudaError_t Launch(void (*kernel)(Params...), size_t n, cudaStream_t stream, Args... args) {
-  if (n == 0) return cudaSuccess;
-#if defined(TAGI_CUDA_HOST_EMULATION)
-  return tagi::cuda_emulation::Launch(stream, Blocks(n), kThreads, kernel, args...);
-#else
-  kernel<<<Blocks(n), kThreads, 0, stream>>>(args...);
-  return cudaGetLastError();
-#endif
-}
 
 using elementwise::Activate;
 using elementwise::Moments;

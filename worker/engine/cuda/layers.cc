@@ -154,7 +154,7 @@ std::unique_ptr<CudaLayer> MakeCudaLayer(const spec::PlannedLayer& planned) {
     case tagi::v1::Layer::MIXTURE_RELU:
       return std::make_unique<CudaActivation>(s.kind, s.slope, planned.in.size());
     default:
-      return nullptr;  // the image layers run on the CPU only for now
+      return MakeCudaImageLayer(planned);
   }
 }
 

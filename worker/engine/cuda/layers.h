@@ -28,6 +28,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "spec/plan.h"
 #include "worker/engine/cuda/device_memory.h"
 #include "worker/engine/gaussian.h"
@@ -35,9 +36,15 @@
 
 namespace tagi::engine::cuda {
 
+class CudnnHandle;  // cudnn_conv.h
+
 struct CudaContext {
   cudaStream_t stream = nullptr;
   const CublasHandle* blas = nullptr;  // its work goes to `stream`
+  const CudnnHandle* dnn = nullptr;    // likewise; only when a layer needs cuDNN
+  // The engine's workspace (io.workspace), shared by every layer: valid
+  // during one call; at least what the layers' Prepare asked for.
+  size_t workspace_bytes = 0;
 };
 
 // The CPU layers' io (layer.h), every pointer in device memory.
@@ -64,6 +71,14 @@ class CudaLayer {
   // Whether Backward leaves parameter block `block` without its variance
   // factor.
   virtual bool DefersVarianceFactor(size_t /*block*/) const { return false; }
+  // The bytes of workspace the layer needs for batches up to `max_batch`
+  // (called when the engine plans for a new largest batch, before any
+  // step; a layer may set up what it needs for that batch here).
+  virtual absl::StatusOr<size_t> Prepare(const CudaContext& /*ctx*/, size_t /*max_batch*/) {
+    return size_t{0};
+  }
+  // Whether the layer calls cuDNN (the engine then creates a handle).
+  virtual bool NeedsCudnn() const { return false; }
   // The capped update with the variance floor (TAGI.md section 7) over every
   // parameter block, applying `pending` to the deltas on the way, then
   // Refresh. Kinds may fuse the two.
@@ -73,7 +88,11 @@ class CudaLayer {
 
 // The CUDA layer of a planned layer. REQUIRES: planned.spec.kind is a kind
 // the plan can hold (never RESIDUAL, which the plan turns into steps).
+// nullptr for a kind this build cannot run on CUDA (CONV2D without cuDNN).
 std::unique_ptr<CudaLayer> MakeCudaLayer(const spec::PlannedLayer& planned);
+// The image kinds (image_layers.cc): CONV2D (when built with cuDNN),
+// AVG_POOL2D, MAX_POOL2D, BATCH_NORM and LAYER_NORM; nullptr otherwise.
+std::unique_ptr<CudaLayer> MakeCudaImageLayer(const spec::PlannedLayer& planned);
 
 }  // namespace tagi::engine::cuda
 
