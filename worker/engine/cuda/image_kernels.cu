@@ -37,24 +37,50 @@ __device__ __host__ inline void WindowsOf(size_t cell, size_t stride, size_t ker
   if (*lo > *hi) *lo = *hi;
 }
 
+// Output cell `o` of a pooling layer: its plane's first input cell and the
+// image cells [r0, r1) x [t0, t1) its window reads.
+struct WindowRead {
+  size_t in = 0;
+  size_t r0 = 0, r1 = 0, t0 = 0, t1 = 0;
+};
+__device__ __host__ inline WindowRead ReadOf(const Window& g, size_t o) {
+  const size_t out_size = g.out_height * g.out_width;
+  WindowRead w;
+  w.in = o / out_size * g.height * g.width;
+  WindowCells((o % out_size) / g.out_width, g.stride, g.kernel, g.offset, g.height, &w.r0, &w.r1);
+  WindowCells(o % g.out_width, g.stride, g.kernel, g.offset, g.width, &w.t0, &w.t1);
+  return w;
+}
+
+// Input cell `i`: its plane's first output cell, its index in the plane and
+// the windows [y0, y1) x [x0, x1) that read it.
+struct CellReaders {
+  size_t out = 0;
+  size_t cell = 0;
+  size_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+};
+__device__ __host__ inline CellReaders ReadersOf(const Window& g, size_t i) {
+  const size_t in_size = g.height * g.width;
+  CellReaders c;
+  c.out = i / in_size * g.out_height * g.out_width;
+  c.cell = i % in_size;
+  WindowsOf(c.cell / g.width, g.stride, g.kernel, g.offset, g.out_height, &c.y0, &c.y1);
+  WindowsOf(c.cell % g.width, g.stride, g.kernel, g.offset, g.out_width, &c.x0, &c.x1);
+  return c;
+}
+
 __global__ void AvgPoolForwardKernel(Window g, const float* mu_a, const float* var_a, float* mu_z,
                                      float* var_z) {
   const size_t out_size = g.out_height * g.out_width;
   const float inv_k = 1.0f / static_cast<float>(g.kernel * g.kernel);
   TAGI_GRID_STRIDE(o, g.planes * out_size) {
-    const size_t plane = o / out_size;
-    const size_t y = (o % out_size) / g.out_width;
-    const size_t x = o % g.out_width;
-    size_t r0, r1, t0, t1;
-    WindowCells(y, g.stride, g.kernel, g.offset, g.height, &r0, &r1);
-    WindowCells(x, g.stride, g.kernel, g.offset, g.width, &t0, &t1);
-    const size_t in = plane * g.height * g.width;
+    const WindowRead w = ReadOf(g, o);
     float mu = 0.0f;
     float var = 0.0f;
-    for (size_t r = r0; r < r1; ++r) {
-      for (size_t t = t0; t < t1; ++t) {
-        mu += mu_a[in + r * g.width + t];
-        var += var_a[in + r * g.width + t];
+    for (size_t r = w.r0; r < w.r1; ++r) {
+      for (size_t t = w.t0; t < w.t1; ++t) {
+        mu += mu_a[w.in + r * g.width + t];
+        var += var_a[w.in + r * g.width + t];
       }
     }
     mu_z[o] = mu * inv_k;
@@ -67,20 +93,14 @@ __global__ void AvgPoolForwardKernel(Window g, const float* mu_a, const float* v
 __global__ void AvgPoolBackwardKernel(Window g, const float* dmu, const float* dvar,
                                       float* dmu_in, float* dvar_in) {
   const size_t in_size = g.height * g.width;
-  const size_t out_size = g.out_height * g.out_width;
   const float inv_k = 1.0f / static_cast<float>(g.kernel * g.kernel);
   TAGI_GRID_STRIDE(i, g.planes * in_size) {
-    const size_t plane = i / in_size;
-    const size_t r = (i % in_size) / g.width;
-    const size_t t = i % g.width;
-    size_t y0, y1, x0, x1;
-    WindowsOf(r, g.stride, g.kernel, g.offset, g.out_height, &y0, &y1);
-    WindowsOf(t, g.stride, g.kernel, g.offset, g.out_width, &x0, &x1);
+    const CellReaders c = ReadersOf(g, i);
     float mu = 0.0f;
     float var = 0.0f;
-    for (size_t y = y0; y < y1; ++y) {
-      for (size_t x = x0; x < x1; ++x) {
-        const size_t o = plane * out_size + y * g.out_width + x;
+    for (size_t y = c.y0; y < c.y1; ++y) {
+      for (size_t x = c.x0; x < c.x1; ++x) {
+        const size_t o = c.out + y * g.out_width + x;
         mu += dmu[o] * inv_k;
         var += dvar[o] * inv_k * inv_k;
       }
@@ -105,17 +125,12 @@ __global__ void MaxPoolForwardKernel(Window g, const float* mu_a, const float* v
                                      float* var_z, float* index) {
   const size_t out_size = g.out_height * g.out_width;
   TAGI_GRID_STRIDE(o, g.planes * out_size) {
-    const size_t plane = o / out_size;
-    const size_t y = (o % out_size) / g.out_width;
-    const size_t x = o % g.out_width;
-    size_t r0, r1, t0, t1;
-    WindowCells(y, g.stride, g.kernel, g.offset, g.height, &r0, &r1);
-    WindowCells(x, g.stride, g.kernel, g.offset, g.width, &t0, &t1);
-    const size_t in = plane * g.height * g.width;
-    size_t best = in + r0 * g.width + t0;
+    const WindowRead w = ReadOf(g, o);
+    const size_t in = w.in;
+    size_t best = in + w.r0 * g.width + w.t0;
     float best_mu = -INFINITY;
-    for (size_t r = r0; r < r1; ++r) {
-      for (size_t t = t0; t < t1; ++t) {
+    for (size_t r = w.r0; r < w.r1; ++r) {
+      for (size_t t = w.t0; t < w.t1; ++t) {
         const size_t i = in + r * g.width + t;
         if (mu_a[i] > best_mu) {  // strictly: ties keep the first
           best_mu = mu_a[i];
@@ -132,21 +147,14 @@ __global__ void MaxPoolForwardKernel(Window g, const float* mu_a, const float* v
 __global__ void MaxPoolBackwardKernel(Window g, const float* index, const float* dmu,
                                       const float* dvar, float* dmu_in, float* dvar_in) {
   const size_t in_size = g.height * g.width;
-  const size_t out_size = g.out_height * g.out_width;
   TAGI_GRID_STRIDE(i, g.planes * in_size) {
-    const size_t plane = i / in_size;
-    const size_t cell = i % in_size;
-    const size_t r = cell / g.width;
-    const size_t t = cell % g.width;
-    size_t y0, y1, x0, x1;
-    WindowsOf(r, g.stride, g.kernel, g.offset, g.out_height, &y0, &y1);
-    WindowsOf(t, g.stride, g.kernel, g.offset, g.out_width, &x0, &x1);
+    const CellReaders c = ReadersOf(g, i);
     float mu = 0.0f;
     float var = 0.0f;
-    for (size_t y = y0; y < y1; ++y) {
-      for (size_t x = x0; x < x1; ++x) {
-        const size_t o = plane * out_size + y * g.out_width + x;
-        if (BitsIndex(index[o]) == cell) {
+    for (size_t y = c.y0; y < c.y1; ++y) {
+      for (size_t x = c.x0; x < c.x1; ++x) {
+        const size_t o = c.out + y * g.out_width + x;
+        if (BitsIndex(index[o]) == c.cell) {
           mu += dmu[o];
           var += dvar[o];
         }

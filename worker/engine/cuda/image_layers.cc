@@ -324,19 +324,8 @@ class CudaConv2d final : public CudaLayer {
   // the refresh of the derived buffers; biases with the scale.
   absl::Status ApplyStep(const CudaContext& ctx, const CudaLayerIo& io, float inv_cap,
                          float variance_floor, const PendingFactors& pending) override {
-    const GaussianView w = io.params[0];
-    const GaussianView dw = io.deltas[0];
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, variance_floor, weights(), w.mu, w.var,
-                                                  dw.mu, dw.var, pending.variance ? w.var : nullptr,
-                                                  pending.scale, io.derived, io.derived + weights(),
-                                                  ctx.stream));
-    if (!bias_) return absl::OkStatus();
-    const GaussianView b = io.params[1];
-    const GaussianView db = io.deltas[1];
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, variance_floor, out_, b.mu, b.var, db.mu,
-                                                  db.var, nullptr, pending.scale, nullptr, nullptr,
-                                                  ctx.stream));
-    return absl::OkStatus();
+    return WeightsAndBiasesStep(ctx, io, weights(), bias_ ? out_ : 0, inv_cap, variance_floor,
+                                pending);
   }
 
  private:

@@ -79,18 +79,7 @@ class CudaLinear final : public CudaLayer {
   // applied in the backward pass) with the scale.
   absl::Status ApplyStep(const CudaContext& ctx, const CudaLayerIo& io, float inv_cap,
                          float variance_floor, const PendingFactors& pending) override {
-    const GaussianView w = io.params[0];
-    const GaussianView dw = io.deltas[0];
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, variance_floor, weights(), w.mu, w.var,
-                                                  dw.mu, dw.var, pending.variance ? w.var : nullptr,
-                                                  pending.scale, io.derived, io.derived + weights(),
-                                                  ctx.stream));
-    const GaussianView b = io.params[1];
-    const GaussianView db = io.deltas[1];
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, variance_floor, out_, b.mu, b.var, db.mu,
-                                                  db.var, nullptr, pending.scale, nullptr, nullptr,
-                                                  ctx.stream));
-    return absl::OkStatus();
+    return WeightsAndBiasesStep(ctx, io, weights(), out_, inv_cap, variance_floor, pending);
   }
 
  private:
@@ -127,6 +116,24 @@ class CudaActivation final : public CudaLayer {
 };
 
 }  // namespace
+
+absl::Status WeightsAndBiasesStep(const CudaContext& ctx, const CudaLayerIo& io, size_t weights,
+                                  size_t biases, float inv_cap, float variance_floor,
+                                  const PendingFactors& pending) {
+  const GaussianView w = io.params[0];
+  const GaussianView dw = io.deltas[0];
+  TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, variance_floor, weights, w.mu, w.var,
+                                                dw.mu, dw.var, pending.variance ? w.var : nullptr,
+                                                pending.scale, io.derived, io.derived + weights,
+                                                ctx.stream));
+  if (biases == 0) return absl::OkStatus();
+  const GaussianView b = io.params[1];
+  const GaussianView db = io.deltas[1];
+  TAGI_CUDA_RETURN_IF_ERROR(kernels::CappedStep(inv_cap, variance_floor, biases, b.mu, b.var, db.mu,
+                                                db.var, nullptr, pending.scale, nullptr, nullptr,
+                                                ctx.stream));
+  return absl::OkStatus();
+}
 
 absl::Status CudaLayer::ApplyStep(const CudaContext& ctx, const CudaLayerIo& io, float inv_cap,
                                   float variance_floor, const PendingFactors& pending) {

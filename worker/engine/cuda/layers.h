@@ -86,6 +86,14 @@ class CudaLayer {
                                  float variance_floor, const PendingFactors& pending);
 };
 
+// The capped step of a layer whose blocks are weights (`weights` of them,
+// deferred: their pending var_w factor, the reduction's scale and the
+// refresh of the derived mu_w^2 and mu_w^2 + var_w fused in one pass) and,
+// when `biases` is not 0, biases (the scale only): LINEAR and CONV2D.
+absl::Status WeightsAndBiasesStep(const CudaContext& ctx, const CudaLayerIo& io, size_t weights,
+                                  size_t biases, float inv_cap, float variance_floor,
+                                  const PendingFactors& pending);
+
 // The CUDA layer of a planned layer. REQUIRES: planned.spec.kind is a kind
 // the plan can hold (never RESIDUAL, which the plan turns into steps).
 // nullptr for a kind this build cannot run on CUDA (CONV2D without cuDNN).
