@@ -17,6 +17,10 @@ PACKAGES=(
   # clang and its libFuzzer / sanitizer runtimes: make fuzz, make fuzz-smoke
   clang libclang-rt-14-dev
   dataset-fashion-mnist
+  # a one-node Slurm cluster for deploy/slurm's test (tests/deploy/slurm_test.py);
+  # installing starts no daemon where systemd does not run, and the test runs
+  # its own munged, slurmctld and slurmd from a temporary directory
+  slurm-wlm munge shellcheck
 )
 
 missing=()
@@ -26,8 +30,15 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 # Optional, from PyPI: schemathesis drives the REST API from docs/openapi.yaml
-# (tests/rest). Best effort: without it that one test skips with a message.
+# (tests/rest); kubernetes-validate checks deploy/kubernetes against the
+# Kubernetes schemas it bundles (offline; Debian has no such validator).
+# Best effort: without one, its test skips with a message.
 pip_extras() {
+  if ! python3 -c "import kubernetes_validate" 2>/dev/null; then
+    timeout 300 python3 -m pip install --quiet 'kubernetes-validate>=1.30,<2' >/dev/null 2>&1 &&
+      echo "deps: installed kubernetes-validate" ||
+      echo "deps: kubernetes-validate not installed (deploy.kubernetes_schemas will skip)"
+  fi
   if ! python3 -c "import schemathesis" 2>/dev/null; then
     timeout 300 python3 -m pip install --quiet 'schemathesis>=4,<5' >/dev/null 2>&1 &&
       echo "deps: installed schemathesis" ||
