@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 ASAN_BUILD_DIR ?= build-asan
 
 .PHONY: all deps configure build test test-unit demo demo-single bench clean \
-	fuzz-build fuzz fuzz-smoke test-asan
+	fuzz-build fuzz fuzz-smoke test-asan images images-demo
 
 all: build
 
@@ -82,6 +82,18 @@ $(ASAN_BUILD_DIR)/CMakeCache.txt:
 test-asan: deps $(ASAN_BUILD_DIR)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD_DIR) -j$(JOBS)
 	$(SANITIZER_ENV) ctest --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j$(JOBS)
+
+# Container images with podman (opt-in, not part of test: minutes, a few
+# hundred MB, root, Debian's archive): a base made by mmdebstrap from the
+# host's Debian suite, then the coordinator, a CPU worker and Prometheus from
+# host-built binaries (deploy/podman/, tools/build_images.sh).
+images: configure
+	BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) tools/build_images.sh
+
+# The podman stack (deploy/podman/compose.yml) of those images runs a short
+# Fashion-MNIST job to SUCCEEDED, Prometheus scraping it; then it is removed.
+images-demo:
+	tools/images_demo.sh
 
 clean:
 	rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR) $(ASAN_BUILD_DIR)
