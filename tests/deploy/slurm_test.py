@@ -293,15 +293,54 @@ def inner(args):
     return 1 if failures else 0
 
 
+def static(args):
+    """shellcheck, --help and usage errors of the script, without Slurm."""
+    script = os.path.join(args.source, "deploy", "slurm", "tagi.sbatch")
+    failures = []
+    if shutil.which("shellcheck"):
+        r = sh(["shellcheck", script])
+        if r.returncode != 0:
+            failures.append("shellcheck deploy/slurm/tagi.sbatch:\n" + r.stdout + r.stderr)
+        else:
+            print("ok: shellcheck deploy/slurm/tagi.sbatch")
+    else:
+        print("note: shellcheck is not installed; the script was not linted")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    cases = [
+        ([], {}, 2, "not inside a Slurm allocation"),
+        (["--help"], {}, 0, "--insecure"),
+        ([], {"SLURM_JOB_ID": "7"}, 2, "no job file"),
+        (["--bogus", "job.json"], {"SLURM_JOB_ID": "7"}, 2, "unknown option --bogus"),
+        (["--device", "tpu", "/dev/null"], {"SLURM_JOB_ID": "7", "TAGI_BIN": args.bin}, 2,
+         "--device is auto, cpu or cuda"),
+        (["/dev/null"], {"SLURM_JOB_ID": "7", "TAGI_BIN": "/nonexistent"}, 2,
+         "no tagi-coordinator in /nonexistent"),
+    ]
+    for argv, extra, want_rc, want_text in cases:
+        r = subprocess.run(["bash", script] + argv, capture_output=True, text=True,
+                           timeout=30, env=dict(env, **extra), cwd=tempfile.gettempdir())
+        if r.returncode != want_rc or want_text not in r.stdout + r.stderr:
+            failures.append("tagi.sbatch %s (%s): exit %d, wanted %d and %r; said:\n%s" % (
+                " ".join(argv), extra, r.returncode, want_rc, want_text, r.stdout + r.stderr))
+        else:
+            print("ok: tagi.sbatch %s: exit %d, %r" % (" ".join(argv), want_rc, want_text))
+    for f in failures:
+        print("FAIL: " + f)
+    return 1 if failures else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--inner", action="store_true")
+    ap.add_argument("--static", action="store_true", help="only the checks without Slurm")
     ap.add_argument("--timeout", type=int, default=150)
     args = ap.parse_args()
     args.source = os.path.abspath(args.source)
     args.bin = os.path.abspath(args.bin)
+    if args.static:
+        sys.exit(static(args))
     sys.exit(inner(args) if args.inner else outer(args))
 
 
