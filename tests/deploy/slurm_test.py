@@ -13,7 +13,9 @@ CPU job and checks that:
 - the workers were stopped with SIGTERM (not killed), and no tagi process
   and no node directory is left after the job;
 - a job that fails (its data file is outside the workers' data roots) makes
-  the script exit non-zero, with the reason in its log.
+  the script exit non-zero, with the reason in its log;
+- scancel of a long job runs the script's trap, which stops every process
+  and removes the node directory.
 Skips (exit 77) with a message where the tools are missing, the test is not
 root (namespaces, slurmd), or the daemons cannot start.
 """
@@ -174,7 +176,7 @@ ReturnToService=2
 SchedulerType=sched/backfill
 SlurmdTimeout=30
 InactiveLimit=0
-KillWait=5
+KillWait=30
 NodeName={node} NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 State=UNKNOWN
 PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
@@ -203,22 +205,69 @@ def tagi_processes():
     return found
 
 
-def run_sbatch(cluster, source, bin_dir, work, job, out, extra=()):
+def sbatch_command(source, bin_dir, work, job, out, extra=()):
     job_path = os.path.join(work, job["name"] + ".json")
     with open(job_path, "w") as f:
         json.dump(job, f)
     log = os.path.join(work, job["name"] + ".log")
     node_dir = os.path.join(work, "node-" + job["name"])
-    cmd = ["sbatch", "--wait", "--ntasks=2", "--cpus-per-task=1", "--job-name=" + job["name"],
+    cmd = ["sbatch", "--ntasks=2", "--cpus-per-task=1", "--job-name=" + job["name"],
            "--output=" + log, "--chdir=" + work,
            os.path.join(source, "deploy", "slurm", "tagi.sbatch"), "--bin", bin_dir,
            "--node-dir", node_dir, "-o", out] + list(extra) + [job_path]
+    return cmd, log, node_dir
+
+
+def run_sbatch(cluster, source, bin_dir, work, job, out, extra=()):
+    cmd, log, node_dir = sbatch_command(source, bin_dir, work, job, out, extra)
+    cmd.insert(1, "--wait")
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=cluster.env)
     text = open(log, errors="replace").read() if os.path.exists(log) else "(no log)"
     print("--- sbatch %s: exit %d in %.1f s\n%s%s--- job log\n%s" % (
         job["name"], p.returncode, time.monotonic() - t0, p.stdout, p.stderr, text))
     return p.returncode, text, node_dir
+
+
+def cancel_while_running(cluster, args, work, failures):
+    """scancel in the middle of a long job: the script's trap stops everything."""
+    job = job_spec("long", {"kind": "TOY_CUBIC", "toyTrainSize": 40, "toyTestSize": 40})
+    job["epochs"] = 100000
+    cmd, log, node_dir = sbatch_command(args.source, args.bin, work, job,
+                                        os.path.join(work, "long.tagi"))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                       env=cluster.env)
+    slurm_id = r.stdout.strip().split()[-1] if r.returncode == 0 else ""
+    if not slurm_id.isdigit():
+        failures.append("sbatch of the long job: %s%s" % (r.stdout, r.stderr))
+        return
+    read = lambda: open(log, errors="replace").read() if os.path.exists(log) else ""
+    end = time.monotonic() + 40
+    while "RUNNING" not in read() and time.monotonic() < end:
+        time.sleep(0.2)
+    if "RUNNING" not in read():
+        failures.append("the long job did not start running within 40 s:\n" + read())
+    t0 = time.monotonic()
+    sh(["scancel", slurm_id], env=cluster.env)
+    queued = lambda: sh(["squeue", "-h", "-j", slurm_id], env=cluster.env).stdout.strip()
+    end = time.monotonic() + 45
+    while queued() and time.monotonic() < end:
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    text = read()
+    print("--- scancel of the long job: gone from the queue after %.1f s\n--- job log\n%s"
+          % (took, text))
+    if queued():
+        failures.append("the cancelled job is still in the queue after 45 s")
+    if "signalled: stopping" not in text:
+        failures.append("the script did not run its trap on scancel")
+    if os.path.exists(os.path.join(work, "long.tagi")):
+        failures.append("a model file appeared for a cancelled job")
+    left = tagi_processes()
+    if left:
+        failures.append("tagi processes left after scancel: %s" % left)
+    if os.path.exists(node_dir):
+        failures.append("the node directory %s was not removed after scancel" % node_dir)
 
 
 def inner(args):
@@ -283,6 +332,7 @@ def inner(args):
         left = tagi_processes()
         if left:
             failures.append("tagi processes left after the failed job: %s" % left)
+        cancel_while_running(cluster, args, work, failures)
     finally:
         cluster.stop()
         sh(["umount", "/etc/hosts"])
