@@ -14,8 +14,9 @@ CPU job and checks that:
   and no node directory is left after the job;
 - a job that fails (its data file is outside the workers' data roots) makes
   the script exit non-zero, with the reason in its log;
-- scancel of a long job runs the script's trap, which stops every process
-  and removes the node directory.
+- `scancel --batch --signal=TERM` of a long job runs the script's trap, which
+  stops the workers with SIGTERM, then every process, and removes the node
+  directory.
 Skips (exit 77) with a message where the tools are missing, the test is not
 root (namespaces, slurmd), or the daemons cannot start.
 """
@@ -248,7 +249,9 @@ def cancel_while_running(cluster, args, work, failures):
     if "RUNNING" not in read():
         failures.append("the long job did not start running within 40 s:\n" + read())
     t0 = time.monotonic()
-    sh(["scancel", slurm_id], env=cluster.env)
+    # As deploy/README.md advises: the batch shell gets SIGTERM, its trap
+    # stops the workers' step and cleans up while the allocation lasts.
+    sh(["scancel", "--batch", "--signal=TERM", slurm_id], env=cluster.env)
     queued = lambda: sh(["squeue", "-h", "-j", slurm_id], env=cluster.env).stdout.strip()
     end = time.monotonic() + 45
     while queued() and time.monotonic() < end:
@@ -261,6 +264,8 @@ def cancel_while_running(cluster, args, work, failures):
         failures.append("the cancelled job is still in the queue after 45 s")
     if "signalled: stopping" not in text:
         failures.append("the script did not run its trap on scancel")
+    if "Killed" in text:
+        failures.append("the workers were killed, not stopped with SIGTERM, on scancel")
     if os.path.exists(os.path.join(work, "long.tagi")):
         failures.append("a model file appeared for a cancelled job")
     left = tagi_processes()
