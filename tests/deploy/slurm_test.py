@@ -349,7 +349,7 @@ def inner(args):
 
 
 def static(args):
-    """shellcheck, --help and usage errors of the script, without Slurm."""
+    """shellcheck, --help, usage errors and the workers' command line, without Slurm."""
     script = os.path.join(args.source, "deploy", "slurm", "tagi.sbatch")
     failures = []
     if shutil.which("shellcheck"):
@@ -379,9 +379,49 @@ def static(args):
                 " ".join(argv), extra, r.returncode, want_rc, want_text, r.stdout + r.stderr))
         else:
             print("ok: tagi.sbatch %s: exit %d, %r" % (" ".join(argv), want_rc, want_text))
+    failures += check_worker_task(script, args.bin, env)
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0
+
+
+def check_worker_task(script, bin_dir, env):
+    """The worker command line srun's tasks run: the device each task takes,
+    TLS or not, and every flag accepted by the real tagi-worker."""
+    failures = []
+    with tempfile.TemporaryDirectory() as stub:
+        with open(os.path.join(stub, "tagi-worker"), "w") as f:
+            f.write("#!/bin/sh\necho \"$@\"\n")
+        os.chmod(os.path.join(stub, "tagi-worker"), 0o755)
+        cases = [  # device, security, CUDA_VISIBLE_DEVICES, SLURM_LOCALID, expected
+            ("cpu", "tls", None, "1", ["--device cpu", "--tls-ca /n/worker/ca.pem"]),
+            ("cuda", "tls", "3", "1", ["--device cuda:0"]),
+            ("cuda", "insecure", "0,1,2,3", "5", ["--device cuda:1"]),
+        ]
+        for device, security, cvd, localid, want in cases:
+            e = dict(env, SLURM_LOCALID=localid)
+            if cvd is not None:
+                e["CUDA_VISIBLE_DEVICES"] = cvd
+            r = subprocess.run(["bash", script, "--worker-task", stub, "node1:7070", device,
+                                "2", "/n", security, "--metrics=0.0.0.0:9100"],
+                               capture_output=True, text=True, timeout=30, env=e)
+            line = r.stdout.strip()
+            what = "worker task (%s, %s, CUDA_VISIBLE_DEVICES=%s, SLURM_LOCALID=%s)" % (
+                device, security, cvd, localid)
+            missing = [w for w in want if w not in line]
+            if r.returncode != 0 or missing or (security == "insecure") == ("--tls-ca" in line):
+                failures.append("%s ran: %r (exit %d), wanted %s" % (what, line, r.returncode,
+                                                                      want))
+                continue
+            real = os.path.join(bin_dir, "tagi-worker")
+            h = subprocess.run([real] + line.split() + ["--help"], capture_output=True,
+                               text=True, timeout=30)
+            errors = [l for l in (h.stdout + h.stderr).splitlines() if l.startswith("ERROR")]
+            if errors:
+                failures.append("%s: tagi-worker refuses %r: %s" % (what, line, errors))
+            else:
+                print("ok: %s: tagi-worker %s" % (what, line))
+    return failures
 
 
 def main():
