@@ -20,7 +20,7 @@ PACKAGES=(
   # a one-node Slurm cluster for deploy/slurm's test (tests/deploy/slurm_test.py);
   # installing starts no daemon where systemd does not run, and the test runs
   # its own munged, slurmctld and slurmd from a temporary directory
-  slurm-wlm munge shellcheck
+  slurm-wlm munge shellcheck iproute2
 )
 
 missing=()
