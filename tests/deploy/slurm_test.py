@@ -15,14 +15,15 @@ CPU job and checks that:
 - a job that fails (its data file is outside the workers' data roots) makes
   the script exit non-zero, with the reason in its log;
 - `scancel --batch --signal=TERM` of a long job runs the script's trap, which
-  stops the workers with SIGTERM, then every process, and removes the node
-  directory.
+  cancels the job (CANCELLED), stops the workers with SIGTERM, then every
+  process, and removes the node directory.
 Skips (exit 77) with a message where the tools are missing, the test is not
 root (namespaces, slurmd), or the daemons cannot start.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -264,6 +265,8 @@ def cancel_while_running(cluster, args, work, failures):
         failures.append("the cancelled job is still in the queue after 45 s")
     if "signalled: stopping" not in text:
         failures.append("the script did not run its trap on scancel")
+    if not re.search(r"job-\d+\s+CANCELLED", text):  # tagictl watch's last line
+        failures.append("the trap did not cancel the running job")
     if "Killed" in text:
         failures.append("the workers were killed, not stopped with SIGTERM, on scancel")
     if os.path.exists(os.path.join(work, "long.tagi")):
@@ -304,7 +307,8 @@ def inner(args):
         rc, log, node_dir = run_sbatch(
             cluster, args.source, args.bin, work,
             job_spec("cubic", {"kind": "TOY_CUBIC", "toyTrainSize": 40, "toyTestSize": 40}),
-            model)
+            model, ["--coordinator-flag=--http=127.0.0.1:0", "--worker-flag",
+                    "--metrics=127.0.0.1:0", "--tagictl-flag=--timeout=20s"])
         if rc != 0:
             failures.append("the sbatch script exited %d for a job that should succeed" % rc)
         if not (os.path.exists(model) and os.path.getsize(model) > 0):
