@@ -5,8 +5,9 @@
 # local mirror). Nothing is compiled inside a container: the images take
 # host-built binaries and the Debian packages of the libraries they load.
 #   1. base     $TAGI_IMAGE_PREFIX/base:SUITE, the host's Debian suite (its
-#               updates and security too), minbase variant, no docs, man
-#               pages or translations; made once (REBUILD_BASE=1 remakes it)
+#               updates and security too), minbase variant, merged /usr, no
+#               docs, man pages or translations; made once (REBUILD_BASE=1
+#               remakes it)
 #   2. binaries tagi-coordinator, tagictl from $BUILD_DIR; tagi-worker,
 #               tagi-train from $BUILD_DIR when they load only libraries of
 #               Debian packages, else from $CPU_BUILD_DIR (configured here
@@ -52,11 +53,31 @@ build_targets() {  # DIR TARGET...: cmake --build, under flock when BUILD_LOCK i
   "${lock[@]}" cmake --build "$dir" -j"$JOBS" --target "$@"
 }
 
-# Prints nothing and fails when a library of BINARY belongs to no package.
-debian_only() {
+# The libraries BINARY loads from outside /lib and /usr/lib (e.g. the CUDA
+# toolkit's): a Debian package cannot provide them.
+foreign_libraries() {
+  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// && $3 !~ /^\/(usr\/)?lib\// { print $3 }'
+}
+
+# package_list DIR: DIR/runtime-packages.txt, the Debian packages owning the
+# libraries of the binaries in DIR; fails when a library belongs to none.
+package_list() {
   local err
-  err=$(sh deploy/docker/runtime-packages.sh "$1" 2>&1 >/dev/null) || return 1
-  [ -z "$err" ]
+  if ! err=$(sh deploy/docker/runtime-packages.sh "$1"/* 2>&1 >"$1.packages") || [ -n "$err" ]; then
+    echo "build_images: $err" >&2
+    return 1
+  fi
+  mv "$1.packages" "$1/runtime-packages.txt"
+}
+
+# Images this run replaced (an older build under the same tag), removed at
+# the end unless something still uses them.
+REPLACED=()
+image_id() { podman_ image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
+remember_replaced() {  # TAG OLD_ID
+  local now
+  now=$(image_id "$1")
+  [ -z "$2" ] || [ "$2" = "$now" ] || REPLACED+=("$2")
 }
 
 # ---- 1. the base image
@@ -64,10 +85,14 @@ if podman_ image exists "$BASE" && [ -z "${REBUILD_BASE:-}" ]; then
   echo "== base image $BASE exists (REBUILD_BASE=1 remakes it)"
 else
   step_start "base image $BASE from $MIRROR"
+  old_id=$(image_id "$BASE")
   # dpkg drops documentation, man pages and translations of every package
   # installed now and in the images built on this base (as Debian's "slim"
-  # images do); copyright files stay.
+  # images do); copyright files stay. The merged-usr hook makes the /usr
+  # links itself and installs usr-is-merged: without it mmdebstrap installs
+  # usrmerge, which pulls in perl (46 MB).
   mmdebstrap --variant=minbase --format=tar \
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --aptopt='APT::Install-Recommends "false"' \
     --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -80,6 +105,7 @@ else
     "deb $SECURITY_MIRROR $SUITE-security main" \
     | podman_ import --change 'CMD ["/bin/bash"]' \
         --message "mmdebstrap --variant=minbase $SUITE" - "$BASE"
+  remember_replaced "$BASE" "$old_id"
   step_end "base image (mmdebstrap + import)"
 fi
 
@@ -91,39 +117,39 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
 fi
 build_targets "$BUILD_DIR" tagi-coordinator tagictl tagi-worker tagi-train
 WORKER_BIN=$BUILD_DIR/bin
-if ! debian_only "$BUILD_DIR/bin/tagi-worker"; then
-  echo "$BUILD_DIR/bin/tagi-worker loads libraries of no Debian package (CUDA):" \
-       "the CPU worker image takes a build without CUDA from $CPU_BUILD_DIR"
+foreign=$(foreign_libraries "$BUILD_DIR/bin/tagi-worker" | tr '\n' ' ')
+if [ -n "$foreign" ]; then
+  echo "$BUILD_DIR/bin/tagi-worker loads ${foreign}(a CUDA build): the CPU worker" \
+       "image takes tagi-worker and tagi-train from a build without CUDA in $CPU_BUILD_DIR"
   [ -f "$CPU_BUILD_DIR/CMakeCache.txt" ] \
     || cmake -S . -B "$CPU_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTAGI_ENABLE_CUDA=OFF \
          -DTAGI_BUILD_TESTS=OFF -DTAGI_BUILD_BENCH=OFF >/dev/null
   build_targets "$CPU_BUILD_DIR" tagi-worker tagi-train
   WORKER_BIN=$CPU_BUILD_DIR/bin
 fi
-for bin in "$BUILD_DIR/bin/tagi-coordinator" "$BUILD_DIR/bin/tagictl" \
-           "$WORKER_BIN/tagi-worker" "$WORKER_BIN/tagi-train"; do
-  debian_only "$bin" || {
-    echo "build_images: $bin loads a library that no Debian package provides:" >&2
-    sh deploy/docker/runtime-packages.sh "$bin" >/dev/null
-    exit 1
-  }
-done
 mkdir -p "$WORK/coordinator" "$WORK/worker-cpu" "$WORK/prometheus"
 cp "$BUILD_DIR/bin/tagi-coordinator" "$BUILD_DIR/bin/tagictl" "$WORK/coordinator/"
 cp "$WORKER_BIN/tagi-worker" "$WORKER_BIN/tagi-train" "$WORK/worker-cpu/"
 strip --strip-unneeded "$WORK"/coordinator/* "$WORK"/worker-cpu/*
-for image in coordinator worker-cpu; do
-  sh deploy/docker/runtime-packages.sh "$WORK/$image"/* > "$WORK/$image.packages"
-  mv "$WORK/$image.packages" "$WORK/$image/runtime-packages.txt"
-done
-step_end "binaries (up to date, stripped)"
+package_list "$WORK/coordinator"
+package_list "$WORK/worker-cpu"
+step_end "binaries (up to date, stripped, listed)"
 
 # ---- 3. the images
 for image in coordinator worker-cpu prometheus; do
   step_start "image $TAGI_IMAGE_PREFIX/$image"
+  old_id=$(image_id "$TAGI_IMAGE_PREFIX/$image:latest")
   podman_ build "${PODMAN_LIMITS[@]}" --build-arg "BASE=$BASE" \
     -f "deploy/podman/$image.Containerfile" -t "$TAGI_IMAGE_PREFIX/$image:latest" "$WORK/$image"
+  remember_replaced "$TAGI_IMAGE_PREFIX/$image:latest" "$old_id"
   step_end "image $image"
+done
+
+# Newest first: an old base goes once the old images built on it are gone.
+for ((i = ${#REPLACED[@]} - 1; i >= 0; i--)); do
+  # (an old base may be gone already, with the last old image built on it)
+  podman_ image exists "${REPLACED[i]}" || continue
+  podman_ rmi "${REPLACED[i]}" >/dev/null 2>&1 || echo "kept the replaced image ${REPLACED[i]} (in use)"
 done
 
 echo
