@@ -41,8 +41,10 @@ compose() {
     --podman-run-args "${PODMAN_GLOBAL[*]} ${PODMAN_LIMITS[*]}" "$@" >>"$WORK/compose.log" 2>&1
 }
 ok=0
+WATCH=
 cleanup() {
   set +e
+  [ -z "$WATCH" ] || kill -TERM "$WATCH" 2>/dev/null
   if [ "$ok" -ne 1 ]; then
     for c in $(podman_ ps -a --filter "label=io.podman.compose.project=$STACK" --format '{{.Names}}'); do
       podman_ logs "$c" >"$WORK/$c.log" 2>&1
@@ -101,8 +103,12 @@ ID=$(curl -sf -X POST "$REST/v1/jobs" -H 'Content-Type: application/json' --data
      | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])') || fail "submitting the job failed"
 echo "images_demo: submitted $ID (trainLimit $TRAIN_LIMIT, testLimit $TEST_LIMIT, epochs $EPOCHS);" \
      "watching with the image's tagictl"
-podman_ exec "${STACK}_coordinator_1" tagictl --coord 127.0.0.1:7070 watch "$ID" --watch_timeout 10m \
-  || fail "the job did not succeed: $(curl -s "$REST/v1/jobs/$ID")"
+# In the background: bash runs a trap (TERM) only once the foreground child
+# ends, but it interrupts wait.
+podman_ exec "${STACK}_coordinator_1" tagictl --coord 127.0.0.1:7070 watch "$ID" --watch_timeout 10m &
+WATCH=$!
+wait "$WATCH" || fail "the job did not succeed: $(curl -s "$REST/v1/jobs/$ID")"
+WATCH=
 T_JOB=$(since "$T1")
 T_TOTAL=$(since "$T0")
 podman_ exec "${STACK}_coordinator_1" tagictl --coord 127.0.0.1:7070 status "$ID"
