@@ -43,7 +43,7 @@ step_start() { STEP_T0=$(date +%s.%N); echo "== $1"; }
 step_end() {
   local secs
   secs=$(awk -v a="$STEP_T0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
-  TIMES+=("$(printf '%-34s %7.1f s' "$1" "$secs")")
+  TIMES+=("$(printf '%-42s %7.1f s' "$1" "$secs")")
 }
 
 build_targets() {  # DIR TARGET...: cmake --build, under flock when BUILD_LOCK is set
