@@ -30,7 +30,7 @@ std::unique_ptr<grpc::ClientContext> MakeClientContext(absl::Duration timeout) {
   return ctx;
 }
 
-absl::Status CheckProtocol(const grpc::ServerContext& context) {
+absl::Status CheckProtocol(const grpc::ServerContextBase& context) {
   const auto& md = context.client_metadata();
   auto it = md.find(kProtocolMetadataKey);
   if (it == md.end()) {

@@ -26,7 +26,7 @@ std::unique_ptr<grpc::ClientContext> MakeClientContext(absl::Duration timeout);
 
 // OK when the caller sent our protocol version; FailedPrecondition with a
 // message naming both versions otherwise.
-absl::Status CheckProtocol(const grpc::ServerContext& context);
+absl::Status CheckProtocol(const grpc::ServerContextBase& context);
 
 // How a client reaches the coordinator. Default: plaintext, no token.
 struct ClientSecurity {

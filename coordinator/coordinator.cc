@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "common/checksum.h"
 #include "common/file_util.h"
 #include "common/job_spec.h"
+#include "common/status.h"
 
 namespace tagi::coordinator {
 
@@ -117,7 +119,7 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
     return absl::UnavailableError(
         absl::StrCat("the job was not accepted: ", st.message(), "; try again once it can"));
   }
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   size_t queued = 0;
   for (const auto& [id, r] : jobs_) queued += r.job.state() == tagi::v1::PENDING;
   if (queued >= options_.max_queued_jobs) {
@@ -143,14 +145,14 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
 }
 
 absl::StatusOr<Job> Coordinator::Get(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto r = FindJob(id);
   if (!r.ok()) return r.status();
   return ViewLocked(**r);
 }
 
 std::vector<Job> Coordinator::List() {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   std::vector<const JobRecord*> records;
   for (const auto& [id, r] : jobs_) records.push_back(&r);
   std::sort(records.begin(), records.end(),
@@ -168,7 +170,7 @@ std::vector<Job> Coordinator::List() {
 }
 
 absl::StatusOr<Job> Coordinator::Cancel(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto r = FindJob(id);
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
@@ -190,7 +192,7 @@ absl::StatusOr<Job> Coordinator::Cancel(const std::string& id) {
 
 absl::StatusOr<Job> Coordinator::WaitForChange(const std::string& id, uint64_t& seen,
                                                absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto r = FindJob(id);
   if (!r.ok()) return r.status();
   // Looked up again after the wait: retention may forget an ended job.
@@ -208,7 +210,7 @@ absl::StatusOr<Job> Coordinator::WaitForChange(const std::string& id, uint64_t& 
 absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
   std::string path;
   {
-    absl::MutexLock lock(&mu_);
+    Lock lock(this);
     auto r = FindJob(id);
     if (!r.ok()) return r.status();
     if (!(*r)->model_ready || (*r)->job.state() != tagi::v1::SUCCEEDED ||
@@ -223,7 +225,7 @@ absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
 }
 
 std::vector<tagi::v1::WorkerInfo> Coordinator::ListWorkers() {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   std::vector<tagi::v1::WorkerInfo> out;
   for (const auto& [id, w] : workers_) out.push_back(w.info);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
@@ -233,7 +235,7 @@ std::vector<tagi::v1::WorkerInfo> Coordinator::ListWorkers() {
 }
 
 CoordinatorStats Coordinator::Stats() {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   CoordinatorStats out;
   const int64_t now_ms = NowMs();
   out.workers_failed = workers_failed_;
@@ -299,7 +301,7 @@ CoordinatorStats Coordinator::Stats() {
 
 tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest& req,
                                                  const std::string& peer) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   WorkerRecord& w = AdoptWorkerLocked(req.worker_id());
   const std::string id = w.info.id();
   w.checked_in = true;  // it asks for work
@@ -315,9 +317,8 @@ tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest
   return resp;
 }
 
-absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker_id,
-                                                                      absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<Coordinator::WorkerRecord*> Coordinator::CheckInLocked(
+    const std::string& worker_id) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) {
     return absl::NotFoundError(absl::StrCat("unknown worker \"", worker_id, "\"; register again"));
@@ -333,12 +334,24 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
     ReleaseWorkerLocked(worker_id);
   }
   ScheduleLocked();
+  return w;
+}
+
+absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker_id,
+                                                                      absl::Duration wait) {
+  Lock lock(this);
+  TAGI_ASSIGN_OR_RETURN(WorkerRecord* w, CheckInLocked(worker_id));
   // Also answer early when a job starts, so that a spare can warm its data.
   const uint64_t started = jobs_started_;
   auto assigned = [this, w, started]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !w->job_id.empty() || jobs_started_ != started;
   };
   mu_.AwaitWithTimeout(absl::Condition(&assigned), std::min(wait, options_.max_wait));
+  return RendezvousReplyLocked(*w);
+}
+
+tagi::v1::RendezvousResponse Coordinator::RendezvousReplyLocked(const WorkerRecord& wr) {
+  const WorkerRecord* w = &wr;
   // No Touch here: a worker killed during the long poll must not look alive
   // when the poll ends (its session, or its next call, says it is).
   tagi::v1::RendezvousResponse resp;
@@ -389,6 +402,21 @@ void Coordinator::ScheduleLocked() {
       Changed(*r);
     }
   }
+  // Nothing can be placed while fewer workers are idle than the smallest
+  // pending job needs: skip the full decision (which copies every worker),
+  // so that a storm of polls (a large job re-forming after a failure)
+  // costs O(workers) each and no allocation, not a placement each.
+  uint32_t min_cpu_world = UINT32_MAX, min_gpu_world = UINT32_MAX;
+  for (const JobRecord* r : pending) {
+    uint32_t& m = IsCudaDevice(r->job.spec().device()) ? min_gpu_world : min_cpu_world;
+    m = std::min(m, r->job.world_size());
+  }
+  size_t idle_cpu = 0, idle_gpu = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.gone || !w.checked_in || !w.job_id.empty()) continue;
+    ++(IsCudaDevice(w.info.device()) ? idle_gpu : idle_cpu);
+  }
+  if (idle_cpu + idle_gpu < min_cpu_world && idle_gpu < min_gpu_world) return;
   std::vector<PendingJobView> queue;
   for (const JobRecord* r : pending) {
     queue.push_back({r->job.id(), static_cast<int>(r->job.world_size()), r->previous_workers,
@@ -399,9 +427,12 @@ void Coordinator::ScheduleLocked() {
     views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen,
                      IsCudaDevice(w.info.device())});
   }
+  bool started = false;
   for (const Placement& p : DecidePlacements(clock_.Now(), queue, views, options_.membership)) {
     StartJobLocked(jobs_.at(p.job_id), p);
+    started = true;
   }
+  if (started) AnswerPollsLocked();
 }
 
 void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
@@ -483,7 +514,7 @@ void Coordinator::MaybeSucceedLocked(JobRecord& r) {
 void Coordinator::Tick() {
   writer_->Kick();
   const absl::Status disk = StateHealth();  // outside the lock: it may touch the disk
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   if (disk.ok() != disk_.ok()) {
     std::fprintf(stderr, "tagi-coordinator: %s\n",
                  disk.ok() ? "the state dir can be written again"
@@ -499,6 +530,7 @@ void Coordinator::Tick() {
     WorkerFailedLocked(workers_.at(d.worker_id), absl::StrCat("missed heartbeats: ", d.reason));
   }
   ScheduleLocked();
+  ExpireWaitsLocked(clock_.Now());
 }
 
 }  // namespace tagi::coordinator

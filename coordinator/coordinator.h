@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -196,6 +197,33 @@ class Coordinator {
   // The stream ended: if it is still the worker's session, the worker failed.
   void CloseSession(const std::string& worker_id, uint64_t token, const std::string& reason);
 
+  // --- The same, answered by callbacks (the asynchronous Cluster service:
+  // no thread waits while a worker polls or a session idles) ---
+  // Each `done` runs exactly once, on a thread that holds no lock of the
+  // coordinator's: the caller's, the one whose call made the event happen,
+  // or Tick's at the wait's end (Tick runs every 100 ms in the service).
+  using RendezvousDone = std::function<void(absl::StatusOr<tagi::v1::RendezvousResponse>)>;
+  void RendezvousAsync(const std::string& worker_id, absl::Duration wait, RendezvousDone done);
+  void StoreGetAsync(const std::string& job, uint64_t gen, const std::string& key,
+                     absl::Duration wait, std::function<void(absl::StatusOr<std::string>)> done);
+  void StoreWaitAsync(const std::string& job, uint64_t gen, const std::vector<std::string>& keys,
+                      absl::Duration wait, std::function<void(absl::Status)> done);
+  // OpenSession for a stream that is told, by `wake` (called without any
+  // coordinator lock held, from any thread), when a directive is queued for
+  // it or it was superseded or closed; it then takes what there is with
+  // TakeDirective.
+  absl::StatusOr<uint64_t> OpenSession(const tagi::v1::SessionMessage& first,
+                                       const std::string& peer, std::function<void()> wake);
+  // The next queued directive without waiting: nullopt when there is none,
+  // Cancelled once the session was superseded or closed.
+  absl::StatusOr<std::optional<tagi::v1::SessionDirective>> TakeDirective(
+      const std::string& worker_id, uint64_t token);
+  // Long polls waiting now (for metrics and tests).
+  size_t PendingWaits();
+  // Answers every pending long poll now (a Rendezvous with what it has, a
+  // store wait with Unavailable "`why`"): before the server shuts down.
+  void EndWaits(const std::string& why);
+
   // --- Snapshots ---
   // Checks a snapshot from rank 0 of the current generation (CRC, job,
   // step), keeps it in memory as the job's newest and queues it for the
@@ -233,6 +261,26 @@ class Coordinator {
   void Tick();
 
  private:
+  // Holds mu_ like absl::MutexLock; when released, runs the callbacks
+  // queued meanwhile in deferred_ (completions of long polls, wake-ups of
+  // session streams), outside the lock, in order. Every method takes mu_
+  // through it, so that no callback ever runs under the lock.
+  class ABSL_SCOPED_LOCKABLE Lock {
+   public:
+    explicit Lock(Coordinator* c) ABSL_EXCLUSIVE_LOCK_FUNCTION(c->mu_) : c_(c) { c_->mu_.Lock(); }
+    ~Lock() ABSL_UNLOCK_FUNCTION() {
+      std::vector<std::function<void()>> run;
+      run.swap(c_->deferred_);
+      c_->mu_.Unlock();
+      for (auto& f : run) f();
+    }
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+
+   private:
+    Coordinator* const c_;
+  };
+
   struct JobRecord {
     tagi::v1::Job job;
     uint64_t version = 1;
@@ -277,6 +325,24 @@ class Coordinator {
     // False after its generation failed, until it asks for work again: a
     // worker that died with its group is not placed before it is heard.
     bool checked_in = true;
+    // The asynchronous session's wake-up (OpenSession with `wake`); empty
+    // for a blocking one.
+    std::function<void()> wake;
+  };
+  // A Rendezvous long poll answered by callback.
+  struct PollWaiter {
+    absl::Time deadline;
+    uint64_t jobs_started = 0;  // at the poll: a job that starts since answers it
+    RendezvousDone done;
+  };
+  // A StoreGet (one key, its value wanted) or StoreWait answered by callback.
+  struct StoreWaiter {
+    std::vector<std::string> keys;  // full keys
+    std::string indexed;            // the missing key it is indexed under
+    bool want_value = false;
+    absl::Time deadline;
+    absl::Duration wait;
+    std::function<void(absl::StatusOr<std::string>)> done;
   };
 
   // Unix milliseconds for the timestamps users see: the wall time at
@@ -318,6 +384,21 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DirectLocked(WorkerRecord& w, tagi::v1::Directive d, const std::string& job, uint64_t gen,
                     const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the worker's session wake-up (asynchronous sessions only).
+  void WakeSessionLocked(const WorkerRecord& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a Rendezvous answers once it stops waiting.
+  tagi::v1::RendezvousResponse RendezvousReplyLocked(const WorkerRecord& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The work a Rendezvous does before it waits; NotFound for an unknown worker.
+  absl::StatusOr<WorkerRecord*> CheckInLocked(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the long polls whose worker was placed or since which a job
+  // started (the blocking polls' condition), queuing their callbacks.
+  void AnswerPollsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the store waits that `full_key`'s arrival completes.
+  void AnswerStoreWaitsLocked(const std::string& full_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the waits whose deadline passed.
+  void ExpireWaitsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks the snapshot a new generation resumes from and records it.
   void ChooseResumeLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   WorkerRecord& AdoptWorkerLocked(const std::string& proposed_id)
@@ -379,6 +460,13 @@ class Coordinator {
   // The state dir's health as Tick last found it: no new generation is
   // placed while it is not OK.
   absl::Status disk_ ABSL_GUARDED_BY(mu_);
+
+  // Callbacks to run once mu_ is released (see Lock).
+  std::vector<std::function<void()>> deferred_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, PollWaiter> polls_ ABSL_GUARDED_BY(mu_);  // by worker id
+  std::map<uint64_t, StoreWaiter> store_waits_ ABSL_GUARDED_BY(mu_);
+  std::multimap<std::string, uint64_t> store_waits_by_key_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_store_wait_ ABSL_GUARDED_BY(mu_) = 1;
 
   // Last: destroyed first, while what its callbacks touch still exists.
   std::unique_ptr<StateWriter> writer_;

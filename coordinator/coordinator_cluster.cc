@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/file_util.h"
+#include "common/status.h"
 #include "coordinator/coordinator.h"
 
 namespace tagi::coordinator {
@@ -65,14 +66,18 @@ absl::StatusOr<Coordinator::JobRecord*> Coordinator::RunningJobLocked(const std:
 }
 
 absl::Status Coordinator::RunningJob(const std::string& job, uint64_t gen) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   return RunningJobLocked(job, gen).status();
 }
 
 absl::Status Coordinator::StoreSet(const std::string& job, uint64_t gen, const std::string& key,
                                    const std::string& value) {
   if (auto st = RunningJob(job, gen); !st.ok()) return st;
-  return store_.Set(JobStorePrefix(job, gen) + key, value);
+  const std::string full = JobStorePrefix(job, gen) + key;
+  TAGI_RETURN_IF_ERROR(store_.Set(full, value));
+  Lock lock(this);
+  AnswerStoreWaitsLocked(full);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> Coordinator::StoreGet(const std::string& job, uint64_t gen,
@@ -92,12 +97,16 @@ absl::Status Coordinator::StoreWait(const std::string& job, uint64_t gen,
 absl::StatusOr<int64_t> Coordinator::StoreAdd(const std::string& job, uint64_t gen,
                                               const std::string& key, int64_t delta) {
   if (auto st = RunningJob(job, gen); !st.ok()) return st;
-  return store_.Add(JobStorePrefix(job, gen) + key, delta);
+  const std::string full = JobStorePrefix(job, gen) + key;
+  TAGI_ASSIGN_OR_RETURN(const int64_t value, store_.Add(full, delta));
+  Lock lock(this);
+  AnswerStoreWaitsLocked(full);
+  return value;
 }
 
 absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgress(
     const tagi::v1::ProgressReport& report) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto w = workers_.find(report.worker_id());
   if (w != workers_.end()) Touch(w->second);
   return ReportProgressLocked(report);
@@ -189,7 +198,7 @@ absl::Status Coordinator::UploadModel(const std::string& worker_id, const std::s
         "model of %d bytes exceeds the limit of %d", bytes.size(), options_.max_model_bytes));
   }
   if (auto st = CheckModelCrc(bytes); !st.ok()) return st;
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto r = RunningJobLocked(job, gen);
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
@@ -210,7 +219,7 @@ absl::Status Coordinator::UploadModel(const std::string& worker_id, const std::s
 }
 
 absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto w = workers_.find(req.worker_id());
   if (w != workers_.end()) Touch(w->second);
   auto r = FencedJob(req.job_id(), req.generation());

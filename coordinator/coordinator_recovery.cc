@@ -75,6 +75,12 @@ Coordinator::WorkerRecord& Coordinator::AdoptWorkerLocked(const std::string& pro
 
 absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage& first,
                                                   const std::string& peer) {
+  return OpenSession(first, peer, nullptr);
+}
+
+absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage& first,
+                                                  const std::string& peer,
+                                                  std::function<void()> wake) {
   if (first.worker_id().empty()) {
     return absl::InvalidArgumentError("the first session message must name the worker");
   }
@@ -82,7 +88,7 @@ absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage
     return absl::InvalidArgumentError(absl::StrCat(
         "worker id \"", first.worker_id().substr(0, 64), "\" is not one this service hands out"));
   }
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   const bool known = workers_.count(first.worker_id()) > 0;
   WorkerRecord& w = AdoptWorkerLocked(first.worker_id());
   if (!known) {
@@ -92,7 +98,9 @@ absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage
     Log(absl::StrFormat("worker %s (%s) reconnected; this coordinator did not know it",
                         w.info.id(), first.hostname()));
   }
+  WakeSessionLocked(w);  // an older asynchronous stream learns it was superseded
   w.session = next_session_++;
+  w.wake = std::move(wake);
   w.outbox.clear();
   w.last_directive.clear();
   Touch(w);
@@ -103,7 +111,7 @@ absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage
 }
 
 absl::Status Coordinator::OnSessionMessage(uint64_t token, const tagi::v1::SessionMessage& m) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   return OnSessionMessageLocked(token, m);
 }
 
@@ -136,7 +144,7 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
 
 absl::StatusOr<std::optional<tagi::v1::SessionDirective>> Coordinator::NextDirective(
     const std::string& worker_id, uint64_t token, absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return absl::CancelledError("unknown worker");
   WorkerRecord* w = &it->second;  // records are never erased
@@ -151,10 +159,12 @@ absl::StatusOr<std::optional<tagi::v1::SessionDirective>> Coordinator::NextDirec
 
 void Coordinator::CloseSession(const std::string& worker_id, uint64_t token,
                                const std::string& reason) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || it->second.session != token) return;
   it->second.session = 0;
+  WakeSessionLocked(it->second);
+  it->second.wake = nullptr;
   WorkerFailedLocked(it->second, reason);  // a worker that left on purpose is gone too
   ScheduleLocked();
 }
@@ -171,6 +181,25 @@ void Coordinator::DirectLocked(WorkerRecord& w, tagi::v1::Directive d, const std
   out.set_generation(gen);
   out.set_reason(reason);
   ++epoch_;
+  WakeSessionLocked(w);
+}
+
+void Coordinator::WakeSessionLocked(const WorkerRecord& w) {
+  if (w.wake) deferred_.push_back(w.wake);
+}
+
+absl::StatusOr<std::optional<tagi::v1::SessionDirective>> Coordinator::TakeDirective(
+    const std::string& worker_id, uint64_t token) {
+  Lock lock(this);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.session != token) {
+    return absl::CancelledError("the session ended");
+  }
+  WorkerRecord& w = it->second;
+  if (w.outbox.empty()) return std::optional<tagi::v1::SessionDirective>();
+  tagi::v1::SessionDirective d = std::move(w.outbox.front());
+  w.outbox.pop_front();
+  return std::optional<tagi::v1::SessionDirective>(std::move(d));
 }
 
 void Coordinator::WorkerFailedLocked(WorkerRecord& w, const std::string& reason) {
@@ -312,7 +341,7 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
         "snapshot of %d bytes exceeds the limit of %d", bytes.size(), options_.max_snapshot_bytes));
   }
   {
-    absl::MutexLock lock(&mu_);
+    Lock lock(this);
     auto r = RunningJobLocked(job, gen);
     if (!r.ok()) return r.status();
     if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
@@ -321,7 +350,7 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   }
   // Checked (CRC, job, step) once, outside the lock; written by the writer thread.
   const absl::StatusOr<Snapshot> decoded = CheckSnapshotUpload(job, global_step, bytes);
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   if (!decoded.ok()) {
     ++snapshots_rejected_;
     Log(absl::StrFormat("job %s: snapshot at step %d refused: %s", job, global_step,
@@ -364,7 +393,7 @@ void Coordinator::AcceptSnapshotLocked(JobRecord& rec, uint64_t step, uint64_t e
 
 absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(
     const std::string& worker_id, const std::string& job, uint64_t gen) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto r = RunningJobLocked(job, gen);
   if (!r.ok()) return r.status();
   const Job& j = (*r)->job;
@@ -380,7 +409,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(
 }
 
 void Coordinator::LoadState() {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   const fs::path root(options_.state_dir);
   if (auto bytes = ReadFile((root / "next-worker").string(), 64); bytes.ok()) {
     uint64_t n = 0;

@@ -85,7 +85,7 @@ void Coordinator::PersistLocked(const JobRecord& r) {
 }
 
 void Coordinator::OnJobSaved(const std::string& id, uint64_t version, const absl::Status& st) {
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   if (!st.ok()) {
     ++saved_failed_;
     Log(absl::StrFormat("cannot save job %s (will retry): %s", id, st.message()));
@@ -140,7 +140,7 @@ void Coordinator::QueueSnapshotWriteLocked(const JobRecord& r, uint64_t step,
        },
        .done = [this, job, step, version, record](const absl::Status& st) {
          if (st.ok() && record != nullptr) OnJobSaved(job, version, st);
-         absl::MutexLock lock(&mu_);
+         Lock lock(this);
          if (st.ok()) {
            ++snapshots_stored_;
            return;
@@ -161,7 +161,7 @@ void Coordinator::QueueModelWriteLocked(JobRecord& r) {
                   .kind = "model",
                   .op = [this, path, bytes] { return fs_.WriteFileAtomic(path, *bytes); },
                   .done = [this, id, path, bytes](const absl::Status& st) {
-                    absl::MutexLock lock(&mu_);
+                    Lock lock(this);
                     if (!st.ok()) {
                       Log(absl::StrFormat("cannot save the model of job %s (kept in memory; "
                                           "will retry): %s",

@@ -14,7 +14,7 @@ absl::Status Coordinator::AdmitUpload(const std::string& worker_id, const std::s
     return absl::InvalidArgumentError(
         absl::StrFormat("%s of %d bytes exceeds the limit of %d", what, bytes, limit));
   }
-  absl::MutexLock lock(&mu_);
+  Lock lock(this);
   auto r = RunningJobLocked(job, gen);
   if (!r.ok()) return r.status();
   if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {

@@ -294,6 +294,9 @@ int Run(const Options& opt) {
   stop = true;
   serving = false;
   if (http.has_value()) http->Stop();
+  // Ends the session streams and answers the long polls first: the server's
+  // shutdown then has no asynchronous call left to wait for.
+  cluster.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   ticker.join();
   return 0;

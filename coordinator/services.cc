@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <optional>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -31,7 +32,7 @@ namespace {
   } while (0)
 
 // The value of metadata `key`, empty when absent.
-std::string Metadata(const grpc::ServerContext& ctx, const char* key) {
+std::string Metadata(const grpc::ServerContextBase& ctx, const char* key) {
   const auto& md = ctx.client_metadata();
   auto it = md.find(key);
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
@@ -39,7 +40,7 @@ std::string Metadata(const grpc::ServerContext& ctx, const char* key) {
 
 // Logs the refusal (through `log` when set: at most one line per client
 // host and reason per minute) and answers UNAUTHENTICATED.
-grpc::Status Refuse(const grpc::ServerContext& ctx, RefusalLog* log, const char* rpc,
+grpc::Status Refuse(const grpc::ServerContextBase& ctx, RefusalLog* log, const char* rpc,
                     const char* why, const std::string& message) {
   LogRefusal(log, "tagi-coordinator", ctx.peer(), absl::StrCat(rpc, ": ", why));
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
@@ -134,7 +135,7 @@ grpc::Status WriteChunks(grpc::ServerWriter<Chunk>* writer, const std::string& b
 
 }  // namespace
 
-grpc::Status JobsService::Authorize(const grpc::ServerContext& ctx, const char* rpc) const {
+grpc::Status JobsService::Authorize(const grpc::ServerContextBase& ctx, const char* rpc) const {
   if (!api_tokens_.required()) return grpc::Status::OK;
   const std::string header = Metadata(ctx, kAuthorizationMetadataKey);
   if (header.empty()) {
@@ -149,7 +150,8 @@ grpc::Status JobsService::Authorize(const grpc::ServerContext& ctx, const char* 
   return grpc::Status::OK;
 }
 
-grpc::Status ClusterService::Authorize(const grpc::ServerContext& ctx, const char* rpc) const {
+grpc::Status ClusterService::Authorize(const grpc::ServerContextBase& ctx,
+                                       const char* rpc) const {
   if (!join_tokens_.required()) return grpc::Status::OK;
   const std::string token = Metadata(ctx, kJoinTokenMetadataKey);
   if (token.empty()) {
@@ -229,11 +231,20 @@ grpc::Status ClusterService::Register(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ClusterService::Rendezvous(grpc::ServerContext* ctx,
-                                        const tagi::v1::RendezvousRequest* req,
-                                        tagi::v1::RendezvousResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx, "Cluster.Rendezvous");
-  return Reply(c_.Rendezvous(req->worker_id(), Millis(req->wait_ms())), resp);
+grpc::ServerUnaryReactor* ClusterService::Rendezvous(grpc::CallbackServerContext* ctx,
+                                                     const tagi::v1::RendezvousRequest* req,
+                                                     tagi::v1::RendezvousResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (auto st = Check(*ctx, "Cluster.Rendezvous"); !st.ok()) {
+    reactor->Finish(st);
+    return reactor;
+  }
+  c_.RendezvousAsync(req->worker_id(), Millis(req->wait_ms()),
+                     [reactor, resp](absl::StatusOr<tagi::v1::RendezvousResponse> r) {
+                       if (r.ok()) *resp = std::move(*r);
+                       reactor->Finish(ToGrpcStatus(r.status()));
+                     });
+  return reactor;
 }
 
 grpc::Status ClusterService::StoreSet(grpc::ServerContext* ctx,
@@ -243,23 +254,34 @@ grpc::Status ClusterService::StoreSet(grpc::ServerContext* ctx,
   return ToGrpcStatus(c_.StoreSet(req->job_id(), req->generation(), req->key(), req->value()));
 }
 
-grpc::Status ClusterService::StoreGet(grpc::ServerContext* ctx,
-                                      const tagi::v1::StoreGetRequest* req,
-                                      tagi::v1::StoreGetResponse* resp) {
-  TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreGet");
-  auto v = c_.StoreGet(req->job_id(), req->generation(), req->key(), Millis(req->wait_ms()));
-  if (!v.ok()) return ToGrpcStatus(v.status());
-  resp->set_value(std::move(*v));
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* ClusterService::StoreGet(grpc::CallbackServerContext* ctx,
+                                                   const tagi::v1::StoreGetRequest* req,
+                                                   tagi::v1::StoreGetResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (auto st = Check(*ctx, "Cluster.StoreGet"); !st.ok()) {
+    reactor->Finish(st);
+    return reactor;
+  }
+  c_.StoreGetAsync(req->job_id(), req->generation(), req->key(), Millis(req->wait_ms()),
+                   [reactor, resp](absl::StatusOr<std::string> v) {
+                     if (v.ok()) resp->set_value(std::move(*v));
+                     reactor->Finish(ToGrpcStatus(v.status()));
+                   });
+  return reactor;
 }
 
-grpc::Status ClusterService::StoreWait(grpc::ServerContext* ctx,
-                                       const tagi::v1::StoreWaitRequest* req,
-                                       tagi::v1::StoreWaitResponse*) {
-  TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreWait");
+grpc::ServerUnaryReactor* ClusterService::StoreWait(grpc::CallbackServerContext* ctx,
+                                                    const tagi::v1::StoreWaitRequest* req,
+                                                    tagi::v1::StoreWaitResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (auto st = Check(*ctx, "Cluster.StoreWait"); !st.ok()) {
+    reactor->Finish(st);
+    return reactor;
+  }
   std::vector<std::string> keys(req->keys().begin(), req->keys().end());
-  return ToGrpcStatus(
-      c_.StoreWait(req->job_id(), req->generation(), keys, Millis(req->wait_ms())));
+  c_.StoreWaitAsync(req->job_id(), req->generation(), keys, Millis(req->wait_ms()),
+                    [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
+  return reactor;
 }
 
 grpc::Status ClusterService::StoreAdd(grpc::ServerContext* ctx,
@@ -272,58 +294,227 @@ grpc::Status ClusterService::StoreAdd(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ClusterService::Session(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<tagi::v1::SessionDirective, tagi::v1::SessionMessage>* stream) {
-  TAGI_CHECK_PROTOCOL(ctx, "Cluster.Session");
-  tagi::v1::SessionMessage msg;
-  if (!stream->Read(&msg)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty session");
+// One worker's session stream. Reads: the first message opens the session
+// (after the worker's stream slot is taken), every later one is a
+// heartbeat for Coordinator::OnSessionMessage; a read that fails closes the
+// session as the worker's failure. Writes: one at a time, of the next
+// queued directive (Pump, when the coordinator wakes the stream) or a
+// keep-alive (Pump(true), from the ticker).
+//
+// Ownership: the service holds a shared_ptr from creation to OnDone; the
+// coordinator's wake-up and the ticker hold weak or short-lived ones, so a
+// Pump never reaches a destroyed reactor, and one after OnDone does nothing
+// (finished_). mu_ is held across StartWrite and Finish, which never run a
+// reaction inline (gRPC schedules them), so that no write starts after
+// Finish. No call into the coordinator is made with mu_ held: its
+// callbacks may come back here (a message about an attempt that is over
+// queues an ABORT for this very stream).
+class SessionReactor final
+    : public grpc::ServerBidiReactor<tagi::v1::SessionMessage, tagi::v1::SessionDirective> {
+ public:
+  SessionReactor(ClusterService& service, grpc::CallbackServerContext* ctx)
+      : s_(service), ctx_(ctx) {}
+
+  void set_self(std::weak_ptr<SessionReactor> self) { self_ = std::move(self); }
+  // Refuses the stream, or ends it (shutdown).
+  void Refuse(const grpc::Status& st) { Close(st); }
+  void Start() { StartRead(&in_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (!opened_) return Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty session"));
+      s_.c_.CloseSession(worker_id_, token_,
+                         ctx_->IsCancelled() ? "its session stream broke (connection lost)"
+                                             : "it closed its session stream");
+      return Close(grpc::Status::OK);
+    }
+    if (!opened_) return Open();
+    if (in_.worker_id() != worker_id_) {
+      s_.c_.CloseSession(worker_id_, token_, "a session message named another worker");
+      return Close(grpc::Status::OK);
+    }
+    // Superseded by a newer stream of the worker: not a failure.
+    if (!s_.c_.OnSessionMessage(token_, in_).ok()) return Close(grpc::Status::OK);
+    StartRead(&in_);
   }
-  TAGI_ADMIT_STREAM(streams_, AcquireKey, msg.worker_id());
-  auto token = c_.OpenSession(msg, ctx->peer());
-  if (!token.ok()) return ToGrpcStatus(token.status());
-  const std::string worker_id = msg.worker_id();
-  tagi::v1::SessionDirective ack;  // tells the worker the session is open
-  ack.set_directive(tagi::v1::CONTINUE);
-  if (!stream->Write(ack)) {
-    c_.CloseSession(worker_id, *token, "its session stream broke at once");
-    return grpc::Status::OK;
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+    }
+    if (ok) Pump(false);  // a failed write: the read fails too and closes
   }
-  // This thread reads; a second one writes directives (and keep-alives) as
-  // they come. gRPC allows one reader and one writer at a time.
-  std::atomic<bool> reading{true};
-  std::thread writer([&] {
-    while (reading.load() && !ctx->IsCancelled()) {
-      auto next = c_.NextDirective(worker_id, *token, keepalive_);
-      if (!next.ok()) break;  // superseded or closed
-      tagi::v1::SessionDirective d;
-      if (next->has_value()) {
-        d = std::move(**next);
-      } else {
-        d.set_directive(tagi::v1::CONTINUE);  // keep-alive
+
+  void OnDone() override { s_.RemoveSession(this); }  // may destroy this
+
+  // Writes the next queued directive, or with `keepalive` a CONTINUE when
+  // none is queued; at most one write at a time (a call while one is in
+  // flight is remembered and served when it completes).
+  void Pump(bool keepalive) {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (finished_ || !opened_) return;
+        if (writing_) {
+          again_ = true;
+          keepalive_due_ = keepalive_due_ || keepalive;
+          return;
+        }
+        writing_ = true;
+        again_ = false;
+        keepalive = keepalive || keepalive_due_;
+        keepalive_due_ = false;
       }
-      if (!stream->Write(d)) break;
+      auto next = s_.c_.TakeDirective(worker_id_, token_);
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!next.ok()) {  // superseded or closed
+        writing_ = false;
+        lock.unlock();
+        return Close(grpc::Status::OK);
+      }
+      if (finished_) {
+        writing_ = false;
+        return;
+      }
+      if (next->has_value() || keepalive) {
+        if (next->has_value()) {
+          out_ = std::move(**next);
+        } else {
+          out_.Clear();
+          out_.set_directive(tagi::v1::CONTINUE);  // keep-alive
+        }
+        StartWrite(&out_);
+        return;
+      }
+      writing_ = false;
+      if (!again_) return;
     }
-  });
-  std::string reason;
-  while (true) {
-    if (!stream->Read(&msg)) {
-      reason = ctx->IsCancelled() ? "its session stream broke (connection lost)"
-                                  : "it closed its session stream";
-      break;
-    }
-    if (msg.worker_id() != worker_id) {
-      reason = "a session message named another worker";
-      break;
-    }
-    if (!c_.OnSessionMessage(*token, msg).ok()) break;  // superseded: not a failure
   }
-  reading = false;
-  if (!reason.empty()) c_.CloseSession(worker_id, *token, reason);
-  ctx->TryCancel();  // wakes a Write blocked on a dead peer
-  writer.join();
-  return grpc::Status::OK;
+
+ private:
+  void Open() {
+    if (s_.streams_ != nullptr) {
+      auto lease = s_.streams_->AcquireKey(in_.worker_id());
+      if (!lease.ok()) return Close(ToGrpcStatus(lease.status()));
+      lease_.emplace(std::move(*lease));
+    }
+    auto token = s_.c_.OpenSession(in_, ctx_->peer(), [self = self_] {
+      if (auto r = self.lock()) r->Pump(false);
+    });
+    if (!token.ok()) return Close(ToGrpcStatus(token.status()));
+    worker_id_ = in_.worker_id();
+    token_ = *token;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      opened_ = true;
+    }
+    Pump(true);  // tells the worker the session is open
+    StartRead(&in_);
+  }
+
+  void Close(const grpc::Status& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+    Finish(st);
+  }
+
+  ClusterService& s_;
+  grpc::CallbackServerContext* const ctx_;
+  std::weak_ptr<SessionReactor> self_;
+  tagi::v1::SessionMessage in_;  // the reads' own (one read at a time)
+  std::string worker_id_;        // set by Open, then read-only
+  uint64_t token_ = 0;
+  std::optional<StreamLimiter::Lease> lease_;
+  std::mutex mu_;
+  tagi::v1::SessionDirective out_;  // the write in flight
+  bool opened_ = false;
+  bool writing_ = false;
+  bool again_ = false;          // a Pump came while writing
+  bool keepalive_due_ = false;  // a keep-alive came while writing
+  bool finished_ = false;
+};
+
+ClusterService::ClusterService(Coordinator& c, absl::Duration keepalive, TokenSet join_tokens)
+    : c_(c),
+      keepalive_(keepalive),
+      join_tokens_(std::move(join_tokens)),
+      keepalive_thread_([this] { KeepAliveLoop(); }) {}
+
+ClusterService::~ClusterService() {
+  Shutdown();
+  keepalive_thread_.join();
+}
+
+grpc::Status ClusterService::Check(const grpc::ServerContextBase& ctx, const char* rpc) const {
+  if (auto st = Authorize(ctx, rpc); !st.ok()) return st;
+  return ToGrpcStatus(CheckProtocol(ctx));
+}
+
+grpc::ServerBidiReactor<tagi::v1::SessionMessage, tagi::v1::SessionDirective>*
+ClusterService::Session(grpc::CallbackServerContext* ctx) {
+  auto owned = std::make_shared<SessionReactor>(*this, ctx);
+  owned->set_self(owned);
+  SessionReactor* reactor = owned.get();
+  bool stopping = false;
+  {
+    absl::MutexLock lock(&sessions_mu_);
+    stopping = stopping_;
+    sessions_.emplace(reactor, std::move(owned));
+  }
+  if (stopping) {
+    reactor->Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"));
+  } else if (auto st = Check(*ctx, "Cluster.Session"); !st.ok()) {
+    reactor->Refuse(st);
+  } else {
+    reactor->Start();
+  }
+  return reactor;
+}
+
+void ClusterService::RemoveSession(SessionReactor* reactor) {
+  std::shared_ptr<SessionReactor> last;  // released after the lock
+  absl::MutexLock lock(&sessions_mu_);
+  auto it = sessions_.find(reactor);
+  if (it == sessions_.end()) return;
+  last = std::move(it->second);
+  sessions_.erase(it);
+}
+
+size_t ClusterService::OpenSessions() {
+  absl::MutexLock lock(&sessions_mu_);
+  return sessions_.size();
+}
+
+// One thread for every session's keep-alives: every `keepalive_` each open
+// stream gets a CONTINUE unless a directive is on its way.
+void ClusterService::KeepAliveLoop() {
+  for (;;) {
+    std::vector<std::shared_ptr<SessionReactor>> open;
+    {
+      absl::MutexLock lock(&sessions_mu_);
+      auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(sessions_mu_) { return stopping_; };
+      sessions_mu_.AwaitWithTimeout(absl::Condition(&stopping), keepalive_);
+      if (stopping_) return;
+      open.reserve(sessions_.size());
+      for (const auto& [raw, owned] : sessions_) open.push_back(owned);
+    }
+    for (const auto& r : open) r->Pump(true);
+  }
+}
+
+void ClusterService::Shutdown() {
+  std::vector<std::shared_ptr<SessionReactor>> open;
+  {
+    absl::MutexLock lock(&sessions_mu_);
+    stopping_ = true;
+    for (const auto& [raw, owned] : sessions_) open.push_back(owned);
+  }
+  c_.EndWaits("the coordinator is shutting down");
+  for (const auto& r : open) {
+    r->Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"));
+  }
 }
 
 grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,

@@ -11,6 +11,11 @@
 #ifndef TAGI_COORDINATOR_SERVICES_H_
 #define TAGI_COORDINATOR_SERVICES_H_
 
+#include <memory>
+#include <map>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
 #include "common/auth.h"
 #include "common/refusal_log.h"
 #include "coordinator/coordinator.h"
@@ -47,34 +52,53 @@ class JobsService final : public tagi::v1::Jobs::Service {
   void set_refusal_log(RefusalLog* log) { refusals_ = log; }
 
  private:
-  grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
+  grpc::Status Authorize(const grpc::ServerContextBase& ctx, const char* rpc) const;
   Coordinator& c_;
   const TokenSet api_tokens_;
   StreamLimiter* streams_ = nullptr;
   RefusalLog* refusals_ = nullptr;
 };
 
-class ClusterService final : public tagi::v1::Cluster::Service {
+// The worker-facing service. Its long-lived calls are asynchronous
+// (gRPC's callback API): a session stream is a reactor that reads the
+// worker's heartbeats as they come and writes a directive when the
+// coordinator wakes it (or a keep-alive when one ticker thread says it is
+// due); a Rendezvous long poll or a store wait is a callback the
+// coordinator answers when the event happens or at its deadline. So no
+// thread is parked per worker: the threads are gRPC's few plus one
+// ticker, whatever the number of workers. The short calls (Register,
+// store writes, uploads, FinishJob) stay synchronous; they hold a thread
+// only while they run, and uploads are bounded by the stream limiter.
+class SessionReactor;
+using ClusterServiceBase = tagi::v1::Cluster::WithCallbackMethod_Session<
+    tagi::v1::Cluster::WithCallbackMethod_Rendezvous<tagi::v1::Cluster::WithCallbackMethod_StoreGet<
+        tagi::v1::Cluster::WithCallbackMethod_StoreWait<tagi::v1::Cluster::Service>>>>;
+
+class ClusterService final : public ClusterServiceBase {
  public:
   // `keepalive`: how often a session stream carries a message to the worker
   // when there is no directive (so a worker notices a silent coordinator).
-  ClusterService(Coordinator& c, absl::Duration keepalive, TokenSet join_tokens = {})
-      : c_(c), keepalive_(keepalive), join_tokens_(std::move(join_tokens)) {}
+  ClusterService(Coordinator& c, absl::Duration keepalive, TokenSet join_tokens = {});
+  ~ClusterService() override;
+  ClusterService(const ClusterService&) = delete;
+  ClusterService& operator=(const ClusterService&) = delete;
   grpc::Status Register(grpc::ServerContext*, const tagi::v1::RegisterRequest*,
                         tagi::v1::RegisterResponse*) override;
-  grpc::Status Rendezvous(grpc::ServerContext*, const tagi::v1::RendezvousRequest*,
-                          tagi::v1::RendezvousResponse*) override;
+  grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext*,
+                                       const tagi::v1::RendezvousRequest*,
+                                       tagi::v1::RendezvousResponse*) override;
   grpc::Status StoreSet(grpc::ServerContext*, const tagi::v1::StoreSetRequest*,
                         tagi::v1::StoreSetResponse*) override;
-  grpc::Status StoreGet(grpc::ServerContext*, const tagi::v1::StoreGetRequest*,
-                        tagi::v1::StoreGetResponse*) override;
-  grpc::Status StoreWait(grpc::ServerContext*, const tagi::v1::StoreWaitRequest*,
-                         tagi::v1::StoreWaitResponse*) override;
+  grpc::ServerUnaryReactor* StoreGet(grpc::CallbackServerContext*,
+                                     const tagi::v1::StoreGetRequest*,
+                                     tagi::v1::StoreGetResponse*) override;
+  grpc::ServerUnaryReactor* StoreWait(grpc::CallbackServerContext*,
+                                      const tagi::v1::StoreWaitRequest*,
+                                      tagi::v1::StoreWaitResponse*) override;
   grpc::Status StoreAdd(grpc::ServerContext*, const tagi::v1::StoreAddRequest*,
                         tagi::v1::StoreAddResponse*) override;
-  grpc::Status Session(
-      grpc::ServerContext*,
-      grpc::ServerReaderWriter<tagi::v1::SessionDirective, tagi::v1::SessionMessage>*) override;
+  grpc::ServerBidiReactor<tagi::v1::SessionMessage, tagi::v1::SessionDirective>* Session(
+      grpc::CallbackServerContext*) override;
   grpc::Status UploadSnapshot(grpc::ServerContext*, grpc::ServerReader<tagi::v1::SnapshotChunk>*,
                               tagi::v1::UploadSnapshotResponse*) override;
   grpc::Status DownloadSnapshot(grpc::ServerContext*, const tagi::v1::DownloadSnapshotRequest*,
@@ -92,13 +116,33 @@ class ClusterService final : public tagi::v1::Cluster::Service {
   // Rate-limits the log lines of refused calls; not owned; null logs each.
   void set_refusal_log(RefusalLog* log) { refusals_ = log; }
 
+  // Before the server shuts down: ends every session stream and answers
+  // every pending long poll, so that no call waits for the shutdown's
+  // deadline. Idempotent.
+  void Shutdown();
+  // Session streams not yet done.
+  size_t OpenSessions();
+
  private:
-  grpc::Status Authorize(const grpc::ServerContext& ctx, const char* rpc) const;
+  friend class SessionReactor;
+  grpc::Status Authorize(const grpc::ServerContextBase& ctx, const char* rpc) const;
+  grpc::Status Check(const grpc::ServerContextBase& ctx, const char* rpc) const;
+  // Drops the service's ownership of a reactor that is done.
+  void RemoveSession(SessionReactor* reactor);
+  void KeepAliveLoop();
+
   Coordinator& c_;
   const absl::Duration keepalive_;
   const TokenSet join_tokens_;
   StreamLimiter* streams_ = nullptr;
   RefusalLog* refusals_ = nullptr;
+
+  absl::Mutex sessions_mu_;
+  // Every session reactor from its creation to its OnDone.
+  std::map<SessionReactor*, std::shared_ptr<SessionReactor>> sessions_
+      ABSL_GUARDED_BY(sessions_mu_);
+  bool stopping_ ABSL_GUARDED_BY(sessions_mu_) = false;
+  std::thread keepalive_thread_;  // last: starts once the members above exist
 };
 
 }  // namespace tagi::coordinator

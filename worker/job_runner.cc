@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/checksum.h"
+#include "common/group_sync.h"
 #include "common/job_spec.h"
 #include "common/rng.h"
 #include "common/snapshot.h"
@@ -135,20 +136,21 @@ class SnapshotUploader {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-// Every rank publishes its initial parameter fingerprint; all must agree.
+// Every rank publishes its initial parameter fingerprint and compares it
+// with rank 0's (common/group_sync.h: O(world) store reads in all; every
+// rank equal to rank 0 means all agree). A rank that differs fails the
+// generation, which aborts the others.
 absl::Status VerifyReplicas(Store& store, const Assignment& a, uint64_t fingerprint,
                             absl::Duration timeout) {
   const std::string mine = FingerprintHex(fingerprint);
-  TAGI_RETURN_IF_ERROR(store.Set(absl::StrCat("replica/", a.rank()), mine));
-  for (uint32_t r = 0; r < a.world_size(); ++r) {
-    TAGI_ASSIGN_OR_RETURN(const std::string theirs,
-                          store.Get(absl::StrCat("replica/", r), timeout));
-    if (theirs != mine) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "replica mismatch before the first step: rank %d holds parameters %s but rank %d "
-          "holds %s (different builds or data?)",
-          r, theirs, a.rank(), mine));
-    }
+  TAGI_ASSIGN_OR_RETURN(const std::string rank0, PublishAndReadRankZero(
+                                                     store, "replica",
+                                                     static_cast<int>(a.rank()), mine, timeout));
+  if (rank0 != mine) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "replica mismatch before the first step: rank 0 holds parameters %s but rank %d holds "
+        "%s (different builds or data?)",
+        rank0, a.rank(), mine));
   }
   return absl::OkStatus();
 }
@@ -157,10 +159,9 @@ absl::Status VerifyReplicas(Store& store, const Assignment& a, uint64_t fingerpr
 // before tearing its connections down: a rank that closed them while a peer
 // was still finishing the last all-reduce would fail that peer.
 void DepartTogether(Store& store, const Assignment& a, absl::Duration timeout) {
-  if (!store.Set(absl::StrCat("done/", a.rank()), "1").ok()) return;
-  std::vector<std::string> keys;
-  for (uint32_t r = 0; r < a.world_size(); ++r) keys.push_back(absl::StrCat("done/", r));
-  (void)store.Wait(keys, timeout);  // best effort: the work is already done
+  // Best effort: the work is already done.
+  (void)StoreBarrier(store, "done", static_cast<int>(a.rank()), static_cast<int>(a.world_size()),
+                     timeout);
 }
 
 // The job's backend: the one it names, else NCCL for a GPU engine and our

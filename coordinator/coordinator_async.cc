@@ -1,0 +1,189 @@
+// The long polls of the asynchronous Cluster service (coordinator.h):
+// waits registered with a deadline and a callback instead of a thread
+// parked on the mutex. Each is answered by the event it waits for
+// (AnswerPollsLocked from placements, AnswerStoreWaitsLocked from store
+// writes) or by Tick at its deadline; the callbacks run once mu_ is
+// released (Lock).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/coordinator.h"
+
+namespace tagi::coordinator {
+
+void Coordinator::RendezvousAsync(const std::string& worker_id, absl::Duration wait,
+                                  RendezvousDone done) {
+  Lock lock(this);
+  absl::StatusOr<WorkerRecord*> w = CheckInLocked(worker_id);
+  if (!w.ok()) {
+    deferred_.push_back([done = std::move(done), st = w.status()] { done(st); });
+    return;
+  }
+  // A newer poll of the same worker ends the older one (as a reply with
+  // nothing new: the worker has moved on from it).
+  if (auto old = polls_.find(worker_id); old != polls_.end()) {
+    deferred_.push_back(
+        [d = std::move(old->second.done), r = RendezvousReplyLocked(**w)] { d(r); });
+    polls_.erase(old);
+  }
+  if (!(*w)->job_id.empty()) {
+    deferred_.push_back([done = std::move(done), r = RendezvousReplyLocked(**w)] { done(r); });
+    return;
+  }
+  polls_[worker_id] = {clock_.Now() + std::min(wait, options_.max_wait), jobs_started_,
+                       std::move(done)};
+}
+
+void Coordinator::AnswerPollsLocked() {
+  for (auto it = polls_.begin(); it != polls_.end();) {
+    const WorkerRecord& w = workers_.at(it->first);
+    if (w.job_id.empty() && it->second.jobs_started == jobs_started_) {
+      ++it;
+      continue;
+    }
+    deferred_.push_back([d = std::move(it->second.done), r = RendezvousReplyLocked(w)] { d(r); });
+    it = polls_.erase(it);
+  }
+}
+
+void Coordinator::StoreGetAsync(const std::string& job, uint64_t gen, const std::string& key,
+                                absl::Duration wait,
+                                std::function<void(absl::StatusOr<std::string>)> done) {
+  if (auto st = RunningJob(job, gen); !st.ok()) return done(st);
+  const std::string full = JobStorePrefix(job, gen) + key;
+  Lock lock(this);
+  // Checked under mu_: a Set that lands after this answers the wait (it
+  // takes mu_ after storing the value).
+  absl::StatusOr<std::string> now = store_.Get(full, absl::ZeroDuration());
+  if (now.ok() || !absl::IsDeadlineExceeded(now.status())) {
+    deferred_.push_back([done = std::move(done), now = std::move(now)] { done(now); });
+    return;
+  }
+  const uint64_t id = next_store_wait_++;
+  const absl::Duration bounded = std::min(wait, options_.max_wait);
+  store_waits_[id] = {{full}, full, true, clock_.Now() + bounded, bounded, std::move(done)};
+  store_waits_by_key_.emplace(full, id);
+}
+
+void Coordinator::StoreWaitAsync(const std::string& job, uint64_t gen,
+                                 const std::vector<std::string>& keys, absl::Duration wait,
+                                 std::function<void(absl::Status)> done) {
+  if (auto st = RunningJob(job, gen); !st.ok()) return done(st);
+  std::vector<std::string> full;
+  full.reserve(keys.size());
+  for (const auto& k : keys) full.push_back(JobStorePrefix(job, gen) + k);
+  Lock lock(this);
+  const absl::Status now = store_.Wait(full, absl::ZeroDuration());
+  if (now.ok() || !absl::IsDeadlineExceeded(now)) {
+    deferred_.push_back([done = std::move(done), now] { done(now); });
+    return;
+  }
+  // Waits on the keys still missing, one at a time: each arrival moves the
+  // wait to the next missing key (so a wait costs one index entry).
+  const uint64_t id = next_store_wait_++;
+  const absl::Duration bounded = std::min(wait, options_.max_wait);
+  StoreWaiter& waiter = store_waits_[id];
+  waiter = {std::move(full), "", false, clock_.Now() + bounded, bounded,
+            [done = std::move(done)](absl::StatusOr<std::string> r) { done(r.status()); }};
+  for (const std::string& k : waiter.keys) {
+    if (!store_.Get(k, absl::ZeroDuration()).ok()) {
+      waiter.indexed = k;
+      store_waits_by_key_.emplace(k, id);
+      break;
+    }
+  }
+}
+
+void Coordinator::AnswerStoreWaitsLocked(const std::string& full_key) {
+  auto [first, last] = store_waits_by_key_.equal_range(full_key);
+  std::vector<uint64_t> ids;
+  for (auto it = first; it != last; ++it) ids.push_back(it->second);
+  store_waits_by_key_.erase(first, last);
+  for (const uint64_t id : ids) {
+    auto it = store_waits_.find(id);
+    if (it == store_waits_.end()) continue;
+    StoreWaiter& waiter = it->second;
+    if (waiter.want_value) {
+      absl::StatusOr<std::string> value = store_.Get(full_key, absl::ZeroDuration());
+      deferred_.push_back([d = std::move(waiter.done), v = std::move(value)] { d(v); });
+      store_waits_.erase(it);
+      continue;
+    }
+    const std::string* missing = nullptr;
+    for (const std::string& k : waiter.keys) {
+      if (!store_.Get(k, absl::ZeroDuration()).ok()) {
+        missing = &k;
+        break;
+      }
+    }
+    if (missing != nullptr) {
+      waiter.indexed = *missing;
+      store_waits_by_key_.emplace(*missing, id);
+      continue;
+    }
+    deferred_.push_back([d = std::move(waiter.done)] { d(std::string()); });
+    store_waits_.erase(it);
+  }
+}
+
+void Coordinator::ExpireWaitsLocked(absl::Time now) {
+  for (auto it = polls_.begin(); it != polls_.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    deferred_.push_back([d = std::move(it->second.done),
+                         r = RendezvousReplyLocked(workers_.at(it->first))] { d(r); });
+    it = polls_.erase(it);
+  }
+  for (auto it = store_waits_.begin(); it != store_waits_.end();) {
+    StoreWaiter& waiter = it->second;
+    if (waiter.deadline > now) {
+      ++it;
+      continue;
+    }
+    std::string missing;
+    for (const std::string& k : waiter.keys) {
+      if (!store_.Get(k, absl::ZeroDuration()).ok()) {
+        absl::StrAppend(&missing, missing.empty() ? "" : ", ", k);
+      }
+    }
+    absl::StatusOr<std::string> result =
+        missing.empty()
+            ? store_.Get(waiter.keys.front(), absl::ZeroDuration())
+            : absl::StatusOr<std::string>(absl::DeadlineExceededError(absl::StrFormat(
+                  "store %s did not appear within %s: %s", waiter.keys.size() == 1 ? "key" : "keys",
+                  absl::FormatDuration(waiter.wait), missing)));
+    deferred_.push_back([d = std::move(waiter.done), r = std::move(result)] { d(r); });
+    auto [first, last] = store_waits_by_key_.equal_range(waiter.indexed);
+    for (auto k = first; k != last; ++k) {
+      if (k->second == it->first) {
+        store_waits_by_key_.erase(k);
+        break;
+      }
+    }
+    it = store_waits_.erase(it);
+  }
+}
+
+void Coordinator::EndWaits(const std::string& why) {
+  Lock lock(this);
+  for (auto& [id, poll] : polls_) {
+    deferred_.push_back(
+        [d = std::move(poll.done), r = RendezvousReplyLocked(workers_.at(id))] { d(r); });
+  }
+  polls_.clear();
+  for (auto& [id, waiter] : store_waits_) {
+    deferred_.push_back([d = std::move(waiter.done), why] { d(absl::UnavailableError(why)); });
+  }
+  store_waits_.clear();
+  store_waits_by_key_.clear();
+}
+
+size_t Coordinator::PendingWaits() {
+  Lock lock(this);
+  return polls_.size() + store_waits_.size();
+}
+
+}  // namespace tagi::coordinator
