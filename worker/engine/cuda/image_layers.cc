@@ -27,6 +27,19 @@ size_t DoubleBytes(size_t n) { return AlignUp(n * sizeof(double)); }
 
 double* Doubles(const CudaLayerIo& io) { return reinterpret_cast<double*>(io.workspace); }
 
+// Backward of either norm (image_kernels.h): statistics per channel at
+// `stats` (BatchNorm's batch statistics) or per sample (LayerNorm's).
+absl::Status NormBackward(const CudaContext& ctx, const CudaLayerIo& io,
+                          const kernels::ChannelLayout& l, bool per_sample, const float* stats,
+                          float eps, bool bias) {
+  TAGI_CUDA_RETURN_IF_ERROR(kernels::NormBackward(
+      l, per_sample, stats, eps, io.in.mu, io.delta_out.mu, io.delta_out.var, io.params[0].mu,
+      io.params[0].var, bias ? io.params[1].var : nullptr, io.deltas[0].mu, io.deltas[0].var,
+      bias ? io.deltas[1].mu : nullptr, bias ? io.deltas[1].var : nullptr, io.delta_in.mu,
+      io.delta_in.var, Doubles(io), ctx.stream));
+  return absl::OkStatus();
+}
+
 kernels::Window WindowOf(const WindowGeometry& g, size_t batch) {
   return {batch * g.channels, g.height, g.width, g.out_height, g.out_width,
           g.kernel,           g.stride, g.offset};
@@ -118,13 +131,7 @@ class CudaBatchNorm final : public CudaLayer {
   }
 
   absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    const kernels::ChannelLayout l{io.batch, channels_, positions_};
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::NormBackward(
-        l, false, io.derived, eps_, io.in.mu, io.delta_out.mu, io.delta_out.var, io.params[0].mu,
-        io.params[0].var, bias_ ? io.params[1].var : nullptr, io.deltas[0].mu, io.deltas[0].var,
-        bias_ ? io.deltas[1].mu : nullptr, bias_ ? io.deltas[1].var : nullptr, io.delta_in.mu,
-        io.delta_in.var, Doubles(io), ctx.stream));
-    return absl::OkStatus();
+    return NormBackward(ctx, io, {io.batch, channels_, positions_}, false, io.derived, eps_, bias_);
   }
 
  private:
@@ -179,13 +186,7 @@ class CudaLayerNorm final : public CudaLayer {
   }
 
   absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    const kernels::ChannelLayout l{io.batch, channels_, positions_};
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::NormBackward(
-        l, true, io.scratch, eps_, io.in.mu, io.delta_out.mu, io.delta_out.var, io.params[0].mu,
-        io.params[0].var, bias_ ? io.params[1].var : nullptr, io.deltas[0].mu, io.deltas[0].var,
-        bias_ ? io.deltas[1].mu : nullptr, bias_ ? io.deltas[1].var : nullptr, io.delta_in.mu,
-        io.delta_in.var, Doubles(io), ctx.stream));
-    return absl::OkStatus();
+    return NormBackward(ctx, io, {io.batch, channels_, positions_}, true, io.scratch, eps_, bias_);
   }
 
  private:
