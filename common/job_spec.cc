@@ -159,7 +159,8 @@ void CheckText(const JobSpec& spec, Problems& p) {
         {"data.test_labels", &d.test_labels()},
         {"data.train_csv", &d.train_csv()},
         {"data.test_csv", &d.test_csv()},
-        {"data.cifar10_dir", &d.cifar10_dir()}}) {
+        {"data.cifar10_dir", &d.cifar10_dir()},
+        {"init_from", &spec.init_from()}}) {
     if (auto st = CheckJobText(field, *value, kMaxDataPathBytes); !st.ok()) {
       p.AddRaw(std::string(st.message()));
     }

@@ -19,6 +19,7 @@
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/nccl/nccl_collective.h"
 #include "worker/collective/tcp/ring_collective.h"
+#include "worker/data/data_roots.h"
 #include "worker/data/loader.h"
 #include "worker/engine/model_file.h"
 #include "worker/metrics.h"
@@ -362,6 +363,10 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   const data::LoadedData& data = *data_ptr;
   progress.set_data_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
   TAGI_ASSIGN_OR_RETURN(const int device, EngineDevice(spec, options.device));
+  // The starting model is a file the job names: under the roots, like data.
+  if (!spec.init_from().empty() && !options.data_roots.empty()) {
+    TAGI_RETURN_IF_ERROR(data::CheckUnderRoots("init_from", spec.init_from(), options.data_roots));
+  }
   TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, data, spec.batch_size(), device));
 
   const absl::Time group_start = clock.Now();

@@ -5,12 +5,14 @@
 #include <cstring>
 
 #include "absl/base/internal/raw_logging.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "worker/engine/engine_factory.h"
+#include "worker/engine/model_file.h"
 #include "worker/engine/output.h"
 
 namespace tagi {
@@ -92,7 +94,27 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> BuildModel(const tagi::v1::JobSp
   TAGI_ASSIGN_OR_RETURN(auto model, engine::CreateEngine(arch, max_batch, device));
   TAGI_RETURN_IF_ERROR(
       model->Initialize(DeriveSeed(spec.seed(), kInitStream), InitOptionsFromSpec(spec)));
+  if (!spec.init_from().empty()) TAGI_RETURN_IF_ERROR(InitFrom(spec.init_from(), *model));
   return model;
+}
+
+absl::Status InitFrom(const std::string& path, engine::Engine& model) {
+  absl::StatusOr<engine::ModelFile> file = engine::LoadModelFile(path);
+  if (!file.ok()) {
+    // The loader's message starts with the path.
+    return absl::Status(file.status().code(),
+                        absl::StrCat("init_from: ", file.status().message()));
+  }
+  if (auto st = engine::CheckSameArchitecture(model.architecture(), file->architecture);
+      !st.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("init_from ", path, " holds another network: ", st.message()));
+  }
+  TAGI_RETURN_IF_ERROR(model.WriteParameters(file->parameters));
+  // A file without running statistics (an MLP's, or one converted without
+  // them) keeps the initial ones.
+  if (!file->state.empty()) TAGI_RETURN_IF_ERROR(model.WriteState(file->state));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EvalSums> ScoreModel(engine::Engine& model, const data::Dataset& test,

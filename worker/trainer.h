@@ -149,11 +149,18 @@ class Trainer {
 engine::InitOptions InitOptionsFromSpec(const tagi::v1::JobSpec& spec);
 
 // Builds the job's model on `device` (-1: the CPU, N: cuda:N), initialised
-// from the job seed (identical on every rank and device), after checking
-// that the loaded data fits its first and last layers.
+// from the job seed (identical on every rank and device), or from the job's
+// init_from model file, after checking that the loaded data fits its first
+// and last layers.
 absl::StatusOr<std::unique_ptr<engine::Engine>> BuildModel(const tagi::v1::JobSpec& spec,
                                                            const data::LoadedData& data,
                                                            size_t max_batch, int device = -1);
+
+// Loads the parameters (and running statistics, when the file has them) of
+// the model file at `path` into `model`: FailedPrecondition naming both
+// networks when the file's is not the model's; the file's own error
+// (prefixed with "init_from: ") when it cannot be read.
+absl::Status InitFrom(const std::string& path, engine::Engine& model);
 
 // Sums of a (possibly partial) evaluation, to be combined across ranks.
 struct EvalSums {

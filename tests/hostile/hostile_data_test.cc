@@ -84,6 +84,57 @@ TEST_F(HostileDataTest, FilesOutsideTheDataRootsAreRefusedWithoutContentOrExiste
   EXPECT_THAT(seen_link, Not(HasSubstr("s3cr3t")));
 }
 
+// A job's starting model (init_from) is a file the job names too: the same
+// roots, the same silence about what it holds.
+TEST_F(HostileDataTest, AnInitFromFileOutsideTheRootsOrNotAModelShowsNoContent) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  std::filesystem::create_directories(dir_.File("private"));
+  std::filesystem::create_directories(dir_.File("data"));
+  const std::string secret = dir_.Write("private/shadow", kSecret);
+  const std::string inside = dir_.Write("data/notes.tagi", kSecret);
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(1));
+  StartWorker({"--data-root", absl::StrCat("/usr/share/datasets,", dir_.File("data"))});
+  ASSERT_TRUE(WaitForWorkers(1, "IDLE", absl::Seconds(20)));
+  auto job = [](const std::string& init_from) {
+    return absl::Substitute(R"({
+  "name": "start", "layers": [{"kind": "LINEAR", "inFeatures": 784, "outFeatures": 11}],
+  "head": {"classification": {"numClasses": 10}},
+  "data": {"kind": "FASHION_MNIST", "trainLimit": 64, "testLimit": 16},
+  "noise": {"sigmaV": 1.0}, "batchSize": 16, "epochs": 1, "worldSize": 1, "device": "cpu",
+  "initFrom": "$0"
+})",
+                            init_from);
+  };
+  const std::string outside = FailedJobAsSeen(job(secret));
+  EXPECT_THAT(outside, HasSubstr("init_from"));
+  EXPECT_THAT(outside, HasSubstr("is outside the directories this worker reads data from"));
+  EXPECT_THAT(outside, Not(HasSubstr("s3cr3t")));
+  const std::string not_a_model = FailedJobAsSeen(job(inside));
+  EXPECT_THAT(not_a_model, HasSubstr("init_from: " + inside));
+  EXPECT_THAT(not_a_model, Not(HasSubstr("s3cr3t")));
+  EXPECT_THAT(not_a_model, Not(HasSubstr("root:")));
+
+  // And a real model of the job's network, inside the roots, starts it.
+  const std::string start = dir_.File("data/start.tagi");
+  const std::string first = WriteJob("first.json", job(""));
+  const ProcessResult trained =
+      RunProcess({std::string(TAGI_BIN_DIR) + "/tagi-train", first, "--out", start},
+                 absl::Seconds(60));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::string id = Submit(WriteJob("second.json", job(start)));
+  const auto done = WaitForJob(
+      id,
+      [](const tagi::v1::Job& j) {
+        return j.state() == tagi::v1::SUCCEEDED || j.state() == tagi::v1::FAILED ||
+               j.state() == tagi::v1::CANCELLED;
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->state(), tagi::v1::SUCCEEDED) << done->reason();
+}
+
 TEST_F(HostileDataTest, AFileInsideTheRootsThatIsNotDataShowsNoContent) {
   std::filesystem::create_directories(dir_.File("data"));
   const std::string secret = dir_.Write("data/notes.idx", kSecret);
