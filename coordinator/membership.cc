@@ -94,12 +94,19 @@ std::vector<Placement> DecidePlacements(absl::Time now,
     const char* kind = job.gpu ? "cuda " : "";
     p.reason = job.previous.empty()
                    ? absl::StrFormat("%d idle %sworkers for world %d: ranks %s", available, kind,
-                                     need, absl::StrJoin(p.workers, ", "))
+                                     need, RankList(p.workers))
                    : absl::StrFormat("resumed on %d %sworkers (%d kept their ranks): ranks %s",
-                                     need, kind, kept, absl::StrJoin(p.workers, ", "));
+                                     need, kind, kept, RankList(p.workers));
     out.push_back(std::move(p));
   }
   return out;
+}
+
+std::string RankList(const std::vector<std::string>& workers) {
+  if (workers.size() <= kRanksNamed) return absl::StrJoin(workers, ", ");
+  return absl::StrCat(
+      absl::StrJoin(workers.begin(), workers.begin() + static_cast<long>(kRanksNamed), ", "),
+      " and ", workers.size() - kRanksNamed, " more");
 }
 
 std::vector<Departure> DecideDepartures(absl::Time now, const std::vector<WorkerView>& workers,

@@ -8,6 +8,7 @@
 #ifndef TAGI_COORDINATOR_MEMBERSHIP_H_
 #define TAGI_COORDINATOR_MEMBERSHIP_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,13 @@ std::string WaitingReason(int world, bool gpu);
 
 // Whether a worker's or a job's device string ("cpu", "cuda:N") names a GPU.
 bool IsCudaDevice(const std::string& device);
+
+// The workers of a placement for its reason: all of them up to
+// kRanksNamed, else the first kRanksNamed and how many more (the job's own
+// `workers` list names every rank; a reason copied into every view and
+// watch update must not grow with the world: 40 KB at 4,096 ranks).
+inline constexpr size_t kRanksNamed = 16;
+std::string RankList(const std::vector<std::string>& workers);
 
 }  // namespace tagi::coordinator
 

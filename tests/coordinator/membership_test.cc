@@ -232,5 +232,15 @@ TEST(DecideDepartures, ExactlyTheStaleWorkersDepartWithTheSilenceInTheReason) {
   EXPECT_THAT(gone[1].reason, HasSubstr("30s"));
 }
 
+TEST(RankList, NamesEveryRankOfASmallWorldAndSixteenOfALargeOne) {
+  EXPECT_EQ(RankList({"w-1", "w-2"}), "w-1, w-2");
+  std::vector<std::string> many;
+  for (int i = 1; i <= 4096; ++i) many.push_back("w-" + std::to_string(i));
+  const std::string list = RankList(many);
+  EXPECT_EQ(list.rfind("w-1, w-2, ", 0), 0u);
+  EXPECT_NE(list.find("w-16 and 4080 more"), std::string::npos) << list;
+  EXPECT_LT(list.size(), 200u);
+}
+
 }  // namespace
 }  // namespace tagi::coordinator
