@@ -54,10 +54,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
-#include "common/protocol.h"
+#include "common/grpc_util.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tagi/v1/jobs.grpc.pb.h"
 #include "tests/testing/coordinator_process.h"
+#include "tests/testing/proc_status.h"
 #include "tests/testing/scratch_dir.h"
 
 namespace tagi::bench {
@@ -86,12 +87,8 @@ struct ProcSample {
 };
 ProcSample Sample(pid_t pid) {
   ProcSample s;
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) s.threads = std::atol(line.c_str() + 8);
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_kb = std::atol(line.c_str() + 6);
-  }
+  s.threads = testing::ThreadCount(pid);
+  s.rss_kb = testing::RssKib(pid);
   std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
   std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   const size_t close = all.rfind(')');
@@ -111,11 +108,6 @@ ProcSample Sample(pid_t pid) {
   return s;
 }
 
-void Prepare(grpc::ClientContext& ctx, absl::Duration timeout) {
-  ctx.AddMetadata(kProtocolMetadataKey, kProtocolVersion);
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-}
 
 // One asynchronous unary call: `start` issues it on the call's context,
 // request and response; `done` gets the status and the response.
@@ -126,7 +118,7 @@ void Call(absl::Duration timeout, Req req,
               start,
           std::function<void(const grpc::Status&, const Resp&)> done) {
   struct State {
-    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientContext> ctx;
     Req req;
     Resp resp;
     std::function<void(const grpc::Status&, const Resp&)> done;
@@ -134,8 +126,8 @@ void Call(absl::Duration timeout, Req req,
   auto* s = new State;
   s->req = std::move(req);
   s->done = std::move(done);
-  Prepare(s->ctx, timeout);
-  start(&s->ctx, &s->req, &s->resp, [s](grpc::Status st) {
+  s->ctx = MakeClientContext(timeout);
+  start(s->ctx.get(), &s->req, &s->resp, [s](grpc::Status st) {
     s->done(st, s->resp);
     delete s;
   });
@@ -191,7 +183,7 @@ class SimWorker : public grpc::ClientBidiReactor<tagi::v1::SessionMessage,
   const int index_;
   Cluster::Stub* const stub_;
   std::string id_;
-  grpc::ClientContext session_ctx_;
+  std::unique_ptr<grpc::ClientContext> session_ctx_ = MakeClientContext(absl::Hours(24));
   tagi::v1::SessionMessage out_;
   tagi::v1::SessionDirective in_;
   std::mutex mu_;
@@ -350,8 +342,7 @@ tagi::v1::SessionMessage SimWorker::Message() {
 }
 
 void SimWorker::OpenSession() {
-  Prepare(session_ctx_, absl::Hours(24));
-  stub_->async()->Session(&session_ctx_, this);
+  stub_->async()->Session(session_ctx_.get(), this);
   {
     std::lock_guard<std::mutex> lock(mu_);
     out_ = Message();
@@ -421,7 +412,7 @@ void SimWorker::ResetGap() {
 
 void SimWorker::Kill() {
   if (killed_.exchange(true)) return;
-  session_ctx_.TryCancel();
+  session_ctx_->TryCancel();
 }
 
 void SimWorker::Poll() {
@@ -587,11 +578,10 @@ Row Measure(const std::string& binary, int n, double idle_seconds, absl::Duratio
   auto jobs = tagi::v1::Jobs::NewStub(
       grpc::CreateChannel(coord.address, grpc::InsecureChannelCredentials()));
   {
-    grpc::ClientContext ctx;
-    Prepare(ctx, absl::Seconds(30));
+    const auto ctx = MakeClientContext(absl::Seconds(30));
     tagi::v1::ListWorkersRequest req;
     tagi::v1::ListWorkersResponse resp;
-    if (jobs->ListWorkers(&ctx, req, &resp).ok()) {
+    if (jobs->ListWorkers(ctx.get(), req, &resp).ok()) {
       for (const auto& w : resp.workers()) row.gone += w.state() == "GONE" ? 1 : 0;
     }
   }
@@ -608,11 +598,10 @@ Row Measure(const std::string& binary, int n, double idle_seconds, absl::Duratio
   const auto t_submit = Clock::now();
   tagi::v1::Job job;
   {
-    grpc::ClientContext ctx;
-    Prepare(ctx, absl::Seconds(30));
+    const auto ctx = MakeClientContext(absl::Seconds(30));
     tagi::v1::SubmitJobRequest req;
     *req.mutable_spec() = *spec;
-    const grpc::Status st = jobs->Submit(&ctx, req, &job);
+    const grpc::Status st = jobs->Submit(ctx.get(), req, &job);
     if (!st.ok()) {
       row.error = absl::StrCat("submit: ", st.error_message());
       return row;
@@ -650,19 +639,17 @@ Row Measure(const std::string& binary, int n, double idle_seconds, absl::Duratio
   {
     // Workers declared gone by the end (only the cut one should be), and
     // where the job stands.
-    grpc::ClientContext ctx;
-    Prepare(ctx, absl::Seconds(30));
+    const auto ctx = MakeClientContext(absl::Seconds(30));
     tagi::v1::ListWorkersRequest req;
     tagi::v1::ListWorkersResponse resp;
-    if (jobs->ListWorkers(&ctx, req, &resp).ok()) {
+    if (jobs->ListWorkers(ctx.get(), req, &resp).ok()) {
       for (const auto& w : resp.workers()) row.gone_at_end += w.state() == "GONE" ? 1 : 0;
     }
-    grpc::ClientContext ctx2;
-    Prepare(ctx2, absl::Seconds(30));
+    const auto ctx2 = MakeClientContext(absl::Seconds(30));
     tagi::v1::GetJobRequest get;
     get.set_id(job.id());
     tagi::v1::Job now;
-    if (jobs->Get(&ctx2, get, &now).ok()) {
+    if (jobs->Get(ctx2.get(), get, &now).ok()) {
       row.job_state = absl::StrCat(tagi::v1::JobState_Name(now.state()), " gen ", now.generation(),
                                    " ", now.reason());
     }
@@ -670,12 +657,11 @@ Row Measure(const std::string& binary, int n, double idle_seconds, absl::Duratio
   row.errors = fleet->errors.load();
   if (row.errors > 0 && row.error.empty()) row.error = "last error: " + fleet->last_error();
   {
-    grpc::ClientContext ctx;
-    Prepare(ctx, absl::Seconds(10));
+    const auto ctx = MakeClientContext(absl::Seconds(10));
     tagi::v1::CancelJobRequest req;
     req.set_id(job.id());
     tagi::v1::Job ignored;
-    (void)jobs->Cancel(&ctx, req, &ignored);
+    (void)jobs->Cancel(ctx.get(), req, &ignored);
   }
   fleet.reset();
   return row;

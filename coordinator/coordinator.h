@@ -395,6 +395,16 @@ class Coordinator {
   // Answers the long polls whose worker was placed or since which a job
   // started (the blocking polls' condition), queuing their callbacks.
   void AnswerPollsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Indexes the wait under its first missing key; false when none is.
+  bool IndexStoreWaitLocked(uint64_t id, StoreWaiter& waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `done`'s answer: the worker's reply as it stands.
+  void AnswerPollLocked(RendezvousDone& done, const WorkerRecord& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the wait's answer, drops it and its index entry; returns the
+  // next wait.
+  std::map<uint64_t, StoreWaiter>::iterator FinishStoreWaitLocked(
+      std::map<uint64_t, StoreWaiter>::iterator it, absl::StatusOr<std::string> result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the store waits that `full_key`'s arrival completes.
   void AnswerStoreWaitsLocked(const std::string& full_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the waits whose deadline passed.

@@ -23,16 +23,32 @@ void Coordinator::RendezvousAsync(const std::string& worker_id, absl::Duration w
   // A newer poll of the same worker ends the older one (as a reply with
   // nothing new: the worker has moved on from it).
   if (auto old = polls_.find(worker_id); old != polls_.end()) {
-    deferred_.push_back(
-        [d = std::move(old->second.done), r = RendezvousReplyLocked(**w)] { d(r); });
+    AnswerPollLocked(old->second.done, **w);
     polls_.erase(old);
   }
-  if (!(*w)->job_id.empty()) {
-    deferred_.push_back([done = std::move(done), r = RendezvousReplyLocked(**w)] { done(r); });
-    return;
-  }
+  if (!(*w)->job_id.empty()) return AnswerPollLocked(done, **w);
   polls_[worker_id] = {clock_.Now() + std::min(wait, options_.max_wait), jobs_started_,
                        std::move(done)};
+}
+
+void Coordinator::AnswerPollLocked(RendezvousDone& done, const WorkerRecord& w) {
+  deferred_.push_back([d = std::move(done), r = RendezvousReplyLocked(w)] { d(r); });
+}
+
+std::map<uint64_t, Coordinator::StoreWaiter>::iterator Coordinator::FinishStoreWaitLocked(
+    std::map<uint64_t, StoreWaiter>::iterator it, absl::StatusOr<std::string> result) {
+  StoreWaiter& waiter = it->second;
+  deferred_.push_back([d = std::move(waiter.done), r = std::move(result)] { d(r); });
+  // Its one index entry, if it still has one (an answered wait's was
+  // removed with its key's).
+  auto [first, last] = store_waits_by_key_.equal_range(waiter.indexed);
+  for (auto k = first; k != last; ++k) {
+    if (k->second == it->first) {
+      store_waits_by_key_.erase(k);
+      break;
+    }
+  }
+  return store_waits_.erase(it);
 }
 
 void Coordinator::AnswerPollsLocked() {
@@ -42,7 +58,7 @@ void Coordinator::AnswerPollsLocked() {
       ++it;
       continue;
     }
-    deferred_.push_back([d = std::move(it->second.done), r = RendezvousReplyLocked(w)] { d(r); });
+    AnswerPollLocked(it->second.done, w);
     it = polls_.erase(it);
   }
 }
@@ -86,13 +102,18 @@ void Coordinator::StoreWaitAsync(const std::string& job, uint64_t gen,
   StoreWaiter& waiter = store_waits_[id];
   waiter = {std::move(full), "", false, clock_.Now() + bounded, bounded,
             [done = std::move(done)](absl::StatusOr<std::string> r) { done(r.status()); }};
+  IndexStoreWaitLocked(id, waiter);
+}
+
+bool Coordinator::IndexStoreWaitLocked(uint64_t id, StoreWaiter& waiter) {
   for (const std::string& k : waiter.keys) {
     if (!store_.Get(k, absl::ZeroDuration()).ok()) {
       waiter.indexed = k;
       store_waits_by_key_.emplace(k, id);
-      break;
+      return true;
     }
   }
+  return false;
 }
 
 void Coordinator::AnswerStoreWaitsLocked(const std::string& full_key) {
@@ -105,25 +126,10 @@ void Coordinator::AnswerStoreWaitsLocked(const std::string& full_key) {
     if (it == store_waits_.end()) continue;
     StoreWaiter& waiter = it->second;
     if (waiter.want_value) {
-      absl::StatusOr<std::string> value = store_.Get(full_key, absl::ZeroDuration());
-      deferred_.push_back([d = std::move(waiter.done), v = std::move(value)] { d(v); });
-      store_waits_.erase(it);
+      FinishStoreWaitLocked(it, store_.Get(full_key, absl::ZeroDuration()));
       continue;
     }
-    const std::string* missing = nullptr;
-    for (const std::string& k : waiter.keys) {
-      if (!store_.Get(k, absl::ZeroDuration()).ok()) {
-        missing = &k;
-        break;
-      }
-    }
-    if (missing != nullptr) {
-      waiter.indexed = *missing;
-      store_waits_by_key_.emplace(*missing, id);
-      continue;
-    }
-    deferred_.push_back([d = std::move(waiter.done)] { d(std::string()); });
-    store_waits_.erase(it);
+    if (!IndexStoreWaitLocked(id, waiter)) FinishStoreWaitLocked(it, std::string());
   }
 }
 
@@ -133,8 +139,7 @@ void Coordinator::ExpireWaitsLocked(absl::Time now) {
       ++it;
       continue;
     }
-    deferred_.push_back([d = std::move(it->second.done),
-                         r = RendezvousReplyLocked(workers_.at(it->first))] { d(r); });
+    AnswerPollLocked(it->second.done, workers_.at(it->first));
     it = polls_.erase(it);
   }
   for (auto it = store_waits_.begin(); it != store_waits_.end();) {
@@ -155,30 +160,17 @@ void Coordinator::ExpireWaitsLocked(absl::Time now) {
             : absl::StatusOr<std::string>(absl::DeadlineExceededError(absl::StrFormat(
                   "store %s did not appear within %s: %s", waiter.keys.size() == 1 ? "key" : "keys",
                   absl::FormatDuration(waiter.wait), missing)));
-    deferred_.push_back([d = std::move(waiter.done), r = std::move(result)] { d(r); });
-    auto [first, last] = store_waits_by_key_.equal_range(waiter.indexed);
-    for (auto k = first; k != last; ++k) {
-      if (k->second == it->first) {
-        store_waits_by_key_.erase(k);
-        break;
-      }
-    }
-    it = store_waits_.erase(it);
+    it = FinishStoreWaitLocked(it, std::move(result));
   }
 }
 
 void Coordinator::EndWaits(const std::string& why) {
   Lock lock(this);
-  for (auto& [id, poll] : polls_) {
-    deferred_.push_back(
-        [d = std::move(poll.done), r = RendezvousReplyLocked(workers_.at(id))] { d(r); });
-  }
+  for (auto& [id, poll] : polls_) AnswerPollLocked(poll.done, workers_.at(id));
   polls_.clear();
-  for (auto& [id, waiter] : store_waits_) {
-    deferred_.push_back([d = std::move(waiter.done), why] { d(absl::UnavailableError(why)); });
+  while (!store_waits_.empty()) {
+    FinishStoreWaitLocked(store_waits_.begin(), absl::UnavailableError(why));
   }
-  store_waits_.clear();
-  store_waits_by_key_.clear();
 }
 
 size_t Coordinator::PendingWaits() {

@@ -6,7 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -86,26 +85,5 @@ int StatusOf(const std::string& reply) {
   return status;
 }
 
-namespace {
-
-int64_t StatusField(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!absl::StartsWith(line, field + ":")) continue;
-    int64_t kib = -1;
-    std::string digits;
-    for (char c : line) {
-      if (c >= '0' && c <= '9') digits += c;
-    }
-    return absl::SimpleAtoi(digits, &kib) ? kib : -1;
-  }
-  return -1;
-}
-
-}  // namespace
-
-int64_t RssKib(pid_t pid) { return StatusField(pid, "VmRSS"); }
-int64_t PeakRssKib(pid_t pid) { return StatusField(pid, "VmHWM"); }
 
 }  // namespace tagi::testing

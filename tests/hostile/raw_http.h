@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "tests/testing/proc_status.h"  // RssKib, PeakRssKib: the floods' figures
 
 namespace tagi::testing {
 
@@ -35,9 +36,6 @@ std::string Exchange(int port, const std::string& request,
 // The HTTP status of a raw reply; 0 when it has none.
 int StatusOf(const std::string& reply);
 
-// VmRSS and VmHWM (peak) of a process, in KiB; -1 when unreadable.
-int64_t RssKib(pid_t pid);
-int64_t PeakRssKib(pid_t pid);
 
 }  // namespace tagi::testing
 

@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,36 +17,23 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/protocol.h"
+#include "common/grpc_util.h"
 #include "gtest/gtest.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tests/service/service_cluster.h"
+#include "tests/testing/proc_status.h"
 
 namespace tagi::testing {
 namespace {
-
-long Threads(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::atol(line.c_str() + 8);
-  }
-  return -1;
-}
-
-void Prepare(grpc::ClientContext& ctx, absl::Duration timeout) {
-  ctx.AddMetadata(kProtocolMetadataKey, kProtocolVersion);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
 
 // A worker's session: the first message, then a heartbeat per Heartbeat();
 // counts the directives (acks and keep-alives) the coordinator sends.
 class Session final
     : public grpc::ClientBidiReactor<tagi::v1::SessionMessage, tagi::v1::SessionDirective> {
  public:
-  Session(tagi::v1::Cluster::Stub* stub, std::string id) : id_(std::move(id)) {
-    Prepare(ctx_, absl::Minutes(5));
-    stub->async()->Session(&ctx_, this);
+  Session(tagi::v1::Cluster::Stub* stub, std::string id)
+      : id_(std::move(id)), ctx_(MakeClientContext(absl::Minutes(5))) {
+    stub->async()->Session(ctx_.get(), this);
     out_.set_worker_id(id_);
     out_.set_hostname("sim");
     out_.set_device("cpu");
@@ -77,7 +63,7 @@ class Session final
     cv_.notify_all();
   }
   void Stop() {
-    ctx_.TryCancel();
+    ctx_->TryCancel();
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done_; });
   }
@@ -85,7 +71,7 @@ class Session final
 
  private:
   const std::string id_;
-  grpc::ClientContext ctx_;
+  const std::unique_ptr<grpc::ClientContext> ctx_;
   tagi::v1::SessionMessage out_;
   tagi::v1::SessionDirective in_;
   std::mutex mu_;
@@ -102,18 +88,17 @@ TEST_F(IdleSessionsTest, ThreadsDoNotGrowWithSessionsAndPollsAndEveryPollHearsOf
   const pid_t pid = coordinator().Pid();
   auto stub = tagi::v1::Cluster::NewStub(
       grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
-  const long before = Threads(pid);
+  const int64_t before = ThreadCount(pid);
   ASSERT_GT(before, 0);
 
   std::vector<std::string> ids;
   for (int i = 0; i < kWorkers; ++i) {
-    grpc::ClientContext ctx;
-    Prepare(ctx, absl::Seconds(10));
+    const auto ctx = MakeClientContext(absl::Seconds(10));
     tagi::v1::RegisterRequest req;
     req.set_hostname(absl::StrCat("sim-", i));
     req.set_device("cpu");
     tagi::v1::RegisterResponse resp;
-    ASSERT_TRUE(stub->Register(&ctx, req, &resp).ok());
+    ASSERT_TRUE(stub->Register(ctx.get(), req, &resp).ok());
     ids.push_back(resp.worker_id());
   }
   std::vector<std::unique_ptr<Session>> sessions;
@@ -121,7 +106,7 @@ TEST_F(IdleSessionsTest, ThreadsDoNotGrowWithSessionsAndPollsAndEveryPollHearsOf
 
   // Every worker long-polls Rendezvous (30 s) while heartbeating.
   struct Poll {
-    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientContext> ctx = MakeClientContext(absl::Seconds(60));
     tagi::v1::RendezvousRequest req;
     tagi::v1::RendezvousResponse resp;
     grpc::Status status;
@@ -132,11 +117,10 @@ TEST_F(IdleSessionsTest, ThreadsDoNotGrowWithSessionsAndPollsAndEveryPollHearsOf
   int answered = 0;
   for (const std::string& id : ids) {
     auto p = std::make_unique<Poll>();
-    Prepare(p->ctx, absl::Seconds(60));
     p->req.set_worker_id(id);
     p->req.set_wait_ms(30000);
     Poll* raw = p.get();
-    stub->async()->Rendezvous(&raw->ctx, &raw->req, &raw->resp, [&, raw](grpc::Status st) {
+    stub->async()->Rendezvous(raw->ctx.get(), &raw->req, &raw->resp, [&, raw](grpc::Status st) {
       std::lock_guard<std::mutex> lock(mu);
       raw->status = st;
       ++answered;
@@ -150,7 +134,7 @@ TEST_F(IdleSessionsTest, ThreadsDoNotGrowWithSessionsAndPollsAndEveryPollHearsOf
     for (auto& s : sessions) s->Heartbeat();
     absl::SleepFor(absl::Milliseconds(200));
   }
-  const long during = Threads(pid);
+  const int64_t during = ThreadCount(pid);
   EXPECT_LE(during, before + 8) << kWorkers << " sessions and polls took " << during - before
                                 << " threads (a thread per stream would take hundreds)";
   int starved = 0;

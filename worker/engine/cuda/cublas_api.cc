@@ -1,10 +1,9 @@
 #include "worker/engine/cuda/cublas_api.h"
 
-#include <dlfcn.h>
-
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "worker/engine/cuda/shared_library.h"
 
 namespace tagi::engine::cuda {
 namespace {
@@ -14,34 +13,23 @@ namespace {
 // the loader's search path.
 std::string Soname() { return absl::StrCat("libcublas.so.", CUBLAS_VER_MAJOR); }
 
-template <typename F>
-bool Bind(void* lib, const char* name, F* fn, std::string* missing) {
-  *fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (*fn == nullptr) absl::StrAppend(missing, missing->empty() ? "" : ", ", name);
-  return *fn != nullptr;
-}
-
 absl::StatusOr<CublasApi> Load() {
-  void* lib = nullptr;
-  std::string errors;
 #ifdef TAGI_CUBLAS_DIR
-  lib = dlopen((std::string(TAGI_CUBLAS_DIR) + "/" + Soname()).c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) absl::StrAppend(&errors, dlerror(), "; ");
+  const char* dir = TAGI_CUBLAS_DIR;
+#else
+  const char* dir = nullptr;
 #endif
-  if (lib == nullptr) lib = dlopen(Soname().c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot load cuBLAS (", Soname(), "): ", errors, dlerror()));
-  }
-  // Never closed: the engine may run until the process exits.
+  absl::StatusOr<void*> opened = OpenSharedLibrary(dir, Soname(), "cuBLAS");
+  if (!opened.ok()) return opened.status();
+  void* lib = *opened;
   CublasApi api;
   std::string missing;
-  Bind(lib, "cublasCreate_v2", &api.create, &missing);
-  Bind(lib, "cublasDestroy_v2", &api.destroy, &missing);
-  Bind(lib, "cublasSetStream_v2", &api.set_stream, &missing);
-  Bind(lib, "cublasSetMathMode", &api.set_math_mode, &missing);
-  Bind(lib, "cublasSgemm_v2", &api.sgemm, &missing);
-  Bind(lib, "cublasGetStatusString", &api.status_string, &missing);
+  BindSymbol(lib, "cublasCreate_v2", &api.create, &missing);
+  BindSymbol(lib, "cublasDestroy_v2", &api.destroy, &missing);
+  BindSymbol(lib, "cublasSetStream_v2", &api.set_stream, &missing);
+  BindSymbol(lib, "cublasSetMathMode", &api.set_math_mode, &missing);
+  BindSymbol(lib, "cublasSgemm_v2", &api.sgemm, &missing);
+  BindSymbol(lib, "cublasGetStatusString", &api.status_string, &missing);
   if (!missing.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat(Soname(), " lacks the entry points ", missing));
