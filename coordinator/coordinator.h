@@ -122,6 +122,11 @@ struct CoordinatorOptions {
   size_t max_model_bytes = size_t{1} << 31;
   size_t max_queued_jobs = 1000;
   absl::Duration max_wait = absl::Seconds(30);  // cap of any long poll
+  // Store waits (StoreGetAsync, StoreWaitAsync) pending at once, and keys
+  // in one wait: what a flood of waiting calls can make the coordinator
+  // hold. Beyond them a call is refused with ResourceExhausted.
+  size_t max_store_waits = 65536;
+  size_t max_keys_per_wait = 65536;
   RetentionOptions retention;    // of ended jobs
   // How long Submit and Cancel wait for their job record to reach the disk
   // before they answer (with the job as it then stands).
@@ -395,6 +400,8 @@ class Coordinator {
   // Answers the long polls whose worker was placed or since which a job
   // started (the blocking polls' condition), queuing their callbacks.
   void AnswerPollsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when one more wait of `keys` keys fits the bounds (CoordinatorOptions).
+  absl::Status AdmitStoreWaitLocked(size_t keys) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Indexes the wait under its first missing key; false when none is.
   bool IndexStoreWaitLocked(uint64_t id, StoreWaiter& waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `done`'s answer: the worker's reply as it stands.

@@ -76,6 +76,10 @@ void Coordinator::StoreGetAsync(const std::string& job, uint64_t gen, const std:
     deferred_.push_back([done = std::move(done), now = std::move(now)] { done(now); });
     return;
   }
+  if (auto st = AdmitStoreWaitLocked(1); !st.ok()) {
+    deferred_.push_back([done = std::move(done), st] { done(st); });
+    return;
+  }
   const uint64_t id = next_store_wait_++;
   const absl::Duration bounded = std::min(wait, options_.max_wait);
   store_waits_[id] = {{full}, full, true, clock_.Now() + bounded, bounded, std::move(done)};
@@ -95,6 +99,10 @@ void Coordinator::StoreWaitAsync(const std::string& job, uint64_t gen,
     deferred_.push_back([done = std::move(done), now] { done(now); });
     return;
   }
+  if (auto st = AdmitStoreWaitLocked(full.size()); !st.ok()) {
+    deferred_.push_back([done = std::move(done), st] { done(st); });
+    return;
+  }
   // Waits on the keys still missing, one at a time: each arrival moves the
   // wait to the next missing key (so a wait costs one index entry).
   const uint64_t id = next_store_wait_++;
@@ -103,6 +111,19 @@ void Coordinator::StoreWaitAsync(const std::string& job, uint64_t gen,
   waiter = {std::move(full), "", false, clock_.Now() + bounded, bounded,
             [done = std::move(done)](absl::StatusOr<std::string> r) { done(r.status()); }};
   IndexStoreWaitLocked(id, waiter);
+}
+
+absl::Status Coordinator::AdmitStoreWaitLocked(size_t keys) {
+  if (keys > options_.max_keys_per_wait) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a store wait of %d keys; at most %d", keys, options_.max_keys_per_wait));
+  }
+  if (store_waits_.size() >= options_.max_store_waits) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%d store waits are pending, the most this coordinator holds; try again",
+        store_waits_.size()));
+  }
+  return absl::OkStatus();
 }
 
 bool Coordinator::IndexStoreWaitLocked(uint64_t id, StoreWaiter& waiter) {

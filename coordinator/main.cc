@@ -217,6 +217,7 @@ int Run(const Options& opt) {
                    .flags = "--max-streams-per-worker, --max-worker-streams"});
   jobs.set_stream_limiter(&api_streams);
   cluster.set_stream_limiter(&worker_streams);
+  cluster.set_max_sessions(static_cast<size_t>(opt.max_worker_streams));
   RefusalLog refusals(clock);  // one line per client host and reason per minute
   jobs.set_refusal_log(&refusals);
   cluster.set_refusal_log(&refusals);

@@ -316,6 +316,17 @@ class SessionReactor final
       : s_(service), ctx_(ctx) {}
 
   void set_self(std::weak_ptr<SessionReactor> self) { self_ = std::move(self); }
+  // Ends a stream whose first message has not come by `deadline`: until
+  // then it holds a slot no limiter counts.
+  void EndIfUnopenedBy(absl::Time now, absl::Time deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (opened_ || now < deadline) return;
+    }
+    Close(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                       "no first session message in time (it names the worker)"));
+  }
+  absl::Time created() const { return created_; }
   // Refuses the stream, or ends it (shutdown).
   void Refuse(const grpc::Status& st) { Close(st); }
   void Start() { StartRead(&in_); }
@@ -422,6 +433,7 @@ class SessionReactor final
 
   ClusterService& s_;
   grpc::CallbackServerContext* const ctx_;
+  const absl::Time created_ = absl::Now();
   std::weak_ptr<SessionReactor> self_;
   tagi::v1::SessionMessage in_;  // the reads' own (one read at a time)
   std::string worker_id_;        // set by Open, then read-only
@@ -458,13 +470,21 @@ ClusterService::Session(grpc::CallbackServerContext* ctx) {
   owned->set_self(owned);
   SessionReactor* reactor = owned.get();
   bool stopping = false;
+  size_t open = 0;
   {
     absl::MutexLock lock(&sessions_mu_);
     stopping = stopping_;
+    open = sessions_.size();
     sessions_.emplace(reactor, std::move(owned));
   }
   if (stopping) {
     reactor->Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"));
+  } else if (open >= max_sessions_) {
+    reactor->Refuse(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("%d session streams are open, the most this coordinator holds "
+                        "(--max-worker-streams)",
+                        open)));
   } else if (auto st = Check(*ctx, "Cluster.Session"); !st.ok()) {
     reactor->Refuse(st);
   } else {
@@ -500,7 +520,11 @@ void ClusterService::KeepAliveLoop() {
       open.reserve(sessions_.size());
       for (const auto& [raw, owned] : sessions_) open.push_back(owned);
     }
-    for (const auto& r : open) r->Pump(true);
+    const absl::Time now = absl::Now();
+    for (const auto& r : open) {
+      r->EndIfUnopenedBy(now, r->created() + kFirstMessageTimeout);
+      r->Pump(true);
+    }
   }
 }
 

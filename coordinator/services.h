@@ -116,6 +116,12 @@ class ClusterService final : public ClusterServiceBase {
   // Rate-limits the log lines of refused calls; not owned; null logs each.
   void set_refusal_log(RefusalLog* log) { refusals_ = log; }
 
+  // Session streams at once, opened or not: a stream beyond it is refused
+  // with RESOURCE_EXHAUSTED. A stream must send its first message within
+  // kFirstMessageTimeout (the ticker ends it otherwise).
+  void set_max_sessions(size_t n) { max_sessions_ = n; }
+  static constexpr absl::Duration kFirstMessageTimeout = absl::Seconds(10);
+
   // Before the server shuts down: ends every session stream and answers
   // every pending long poll, so that no call waits for the shutdown's
   // deadline. Idempotent.
@@ -136,6 +142,7 @@ class ClusterService final : public ClusterServiceBase {
   const TokenSet join_tokens_;
   StreamLimiter* streams_ = nullptr;
   RefusalLog* refusals_ = nullptr;
+  size_t max_sessions_ = 8192;
 
   absl::Mutex sessions_mu_;
   // Every session reactor from its creation to its OnDone.

@@ -201,5 +201,29 @@ TEST_F(CoordinatorTest, AnAsyncSessionIsWokenForItsDirectivesAndWhenSuperseded) 
   EXPECT_EQ(coord().TakeDirective(w, *token).status().code(), absl::StatusCode::kCancelled);
 }
 
+TEST_F(CoordinatorTest, StoreWaitsBeyondTheBoundsAreRefused) {
+  CoordinatorOptions o = Options(2);
+  o.max_store_waits = 2;
+  o.max_keys_per_wait = 3;
+  Start(std::move(o));
+  const std::string job = Submit(2);
+  RegisterN(2);
+  std::vector<absl::Status> got;
+  auto record = [&](absl::StatusOr<std::string> v) { got.push_back(v.status()); };
+  coord().StoreGetAsync(job, 1, "a", absl::Seconds(30), record);
+  coord().StoreGetAsync(job, 1, "b", absl::Seconds(30), record);
+  coord().StoreGetAsync(job, 1, "c", absl::Seconds(30), record);  // the third: refused
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].code(), absl::StatusCode::kResourceExhausted) << got[0];
+  EXPECT_EQ(coord().PendingWaits(), 2u);
+  ASSERT_TRUE(coord().StoreSet(job, 1, "a", "1").ok());  // frees one
+  coord().StoreGetAsync(job, 1, "c", absl::Seconds(30), record);
+  EXPECT_EQ(got.size(), 2u) << "admitted again once one was answered";
+  absl::Status wide;
+  coord().StoreWaitAsync(job, 1, {"k1", "k2", "k3", "k4"}, absl::Seconds(30),
+                         [&](absl::Status st) { wide = st; });
+  EXPECT_EQ(wide.code(), absl::StatusCode::kInvalidArgument) << wide;
+}
+
 }  // namespace
 }  // namespace tagi::coordinator::test

@@ -205,5 +205,50 @@ TEST_F(HostileStreamsTest, UploadsForAJobThatDoesNotExistAreRefusedBeforeTheirBy
               seconds, static_cast<long long>(growth));
 }
 
+// Session streams that never say which worker they are (the first message)
+// cost the asynchronous server a reactor each before any limiter counts
+// them: at most --max-worker-streams are held, and each only until its
+// first-message deadline.
+TEST_F(HostileStreamsTest, SilentSessionStreamsAreBoundedAndEndAtTheirDeadline) {
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(1, {"--max-worker-streams", "8"}));
+  auto stub = tagi::v1::Cluster::NewStub(OwnChannel(address(), 0));
+  constexpr int kStreams = 9;
+  std::vector<grpc::Status> ends(kStreams);
+  std::vector<absl::Duration> took(kStreams);
+  std::vector<std::thread> streams;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < kStreams; ++i) {
+    streams.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      AddProtocol(ctx);
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+      auto stream = stub->Session(&ctx);
+      tagi::v1::SessionDirective d;
+      while (stream->Read(&d)) {
+      }
+      ends[static_cast<size_t>(i)] = stream->Finish();
+      took[static_cast<size_t>(i)] = absl::Now() - start;
+    });
+    absl::SleepFor(absl::Milliseconds(50));  // in order: the ninth is over the bound
+  }
+  for (std::thread& t : streams) t.join();
+  int refused = 0, timed_out = 0;
+  for (int i = 0; i < kStreams; ++i) {
+    const grpc::Status& st = ends[static_cast<size_t>(i)];
+    if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      EXPECT_THAT(st.error_message(), HasSubstr("--max-worker-streams"));
+      EXPECT_LT(took[static_cast<size_t>(i)], absl::Seconds(5));
+    } else {
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+      EXPECT_THAT(st.error_message(), HasSubstr("no first session message"));
+      EXPECT_LT(took[static_cast<size_t>(i)], absl::Seconds(20));
+      ++timed_out;
+    }
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(timed_out, kStreams - 1);
+}
+
 }  // namespace
 }  // namespace tagi::testing
