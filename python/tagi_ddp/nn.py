@@ -376,7 +376,7 @@ class Sequential:
     def to_job_dict(self, *, name, data, sigma_v, batch_size, epochs, num_classes=None,
                     input_shape=None, sigma_v_decay=None, sigma_v_min=None, seed=None,
                     reduction=None, snapshot_interval=None, world_size=None, device=None,
-                    backend=None, sync_batch_norm=False):
+                    backend=None, sync_batch_norm=False, init_from=None):
         """The job in the JSON form of the job files (examples/*.json).
 
         num_classes: classification by hierarchical softmax over that many
@@ -384,6 +384,11 @@ class Sequential:
         for 10); None: Gaussian regression. data: a DataSpec dict
         (tagi_ddp.data). input_shape (C, H, W): needed only when the first
         layer does not state it (a Conv2d without in_width, a block).
+        init_from: a model file to start from instead of the seed's draw
+        (JobSpec.init_from: its parameters and running statistics; its network
+        must be this one). The path is read where the job runs: by tagi-train,
+        or by every worker, under its --data-root. A file written by
+        tagi_ddp.pytagi_format.from_pytagi starts a job from pytagi's training.
         """
         shape = tuple(input_shape) if input_shape else self.input_shape()
         layers, _ = _layer_dicts(self.layers, shape)
@@ -408,6 +413,8 @@ class Sequential:
         job.update({k: v for k, v in optional.items() if v is not None})
         if sync_batch_norm:
             job["syncBatchNorm"] = True
+        if init_from is not None:
+            job["initFrom"] = str(init_from)
         return job
 
     def to_job_json(self, **kwargs):
