@@ -312,6 +312,17 @@ void CheckTraining(const JobSpec& spec, Problems& p) {
     p.Add("world_size: %d; expected 0 (the coordinator's --world) or 1..%d",
           spec.world_size(), kMaxWorldSize);
   }
+  if (spec.min_world_size() > kMaxWorldSize || spec.max_world_size() > kMaxWorldSize) {
+    p.Add("min_world_size %d, max_world_size %d: expected at most %d", spec.min_world_size(),
+          spec.max_world_size(), kMaxWorldSize);
+  } else if (IsElastic(spec) && spec.world_size() > 0) {
+    p.Add("world_size: %d; an elastic job (min_world_size %d, max_world_size %d) sets its "
+          "bounds instead: expected 0",
+          spec.world_size(), spec.min_world_size(), spec.max_world_size());
+  } else if (spec.max_world_size() > 0 && spec.min_world_size() > spec.max_world_size()) {
+    p.Add("min_world_size: %d exceeds max_world_size %d", spec.min_world_size(),
+          spec.max_world_size());
+  }
   auto device = ParseDevice(spec.device());
   if (!device.ok()) {
     p.Add("device: %s", device.status().message());
@@ -469,6 +480,10 @@ float SigmaVAtEpoch(const tagi::v1::NoiseSchedule& noise, uint64_t epoch) {
 }
 
 bool IsSumReduction(const JobSpec& spec) { return spec.reduction() == JobSpec::SUM; }
+
+bool IsElastic(const JobSpec& spec) {
+  return spec.min_world_size() > 0 || spec.max_world_size() > 0;
+}
 float InitGainWeight(const tagi::v1::Init& init) {
   return init.has_gain_weight() ? init.gain_weight() : 1.0f;
 }

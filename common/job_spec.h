@@ -101,6 +101,8 @@ int ExpectedOutputWidth(const tagi::v1::JobSpec& spec);
 float SigmaVAtEpoch(const tagi::v1::NoiseSchedule& noise, uint64_t epoch);
 
 bool IsSumReduction(const tagi::v1::JobSpec& spec);
+// An elastic job: min_world_size or max_world_size set (see job.proto).
+bool IsElastic(const tagi::v1::JobSpec& spec);
 float InitGainWeight(const tagi::v1::Init& init);   // default 1
 float InitGainBias(const tagi::v1::Init& init);     // default 1
 bool StandardizeData(const tagi::v1::DataSpec& data);  // default true

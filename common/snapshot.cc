@@ -42,6 +42,10 @@ absl::Status DecodeBody(ByteReader& r, uint32_t version, Snapshot& s) {
   if (version >= 2) {
     TAGI_ASSIGN_OR_RETURN(s.state, GetFloats(r, "state count", "state values"));
   }
+  if (version >= 3) {
+    TAGI_ASSIGN_OR_RETURN(s.world, r.GetU32("world"));
+    TAGI_ASSIGN_OR_RETURN(s.offset, r.GetU64("offset"));
+  }
   if (r.remaining() != 0) {
     return absl::DataLossError(
         absl::StrFormat("snapshot body has %d unexpected trailing bytes", r.remaining()));
@@ -68,6 +72,8 @@ std::string EncodeSnapshot(const Snapshot& s) {
   body.PutString(s.architecture);
   body.PutU64(s.state.size());
   body.PutF32Array(s.state);
+  body.PutU32(s.world);
+  body.PutU64(s.offset);
 
   ByteWriter file;
   file.PutBytes(kMagic, sizeof(kMagic));
@@ -98,9 +104,9 @@ absl::StatusOr<Snapshot> DecodeSnapshot(std::span<const char> bytes) {
   }
   ByteReader header(bytes.subspan(sizeof(kMagic)));
   TAGI_ASSIGN_OR_RETURN(const uint32_t version, header.GetU32("format version"));
-  if (version != 1 && version != kSnapshotVersion) {
+  if (version < 1 || version > kSnapshotVersion) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("snapshot format version %d is not supported (this build reads 1 and %d)",
+        absl::StrFormat("snapshot format version %d is not supported (this build reads 1 to %d)",
                         version, kSnapshotVersion));
   }
   TAGI_ASSIGN_OR_RETURN(const uint64_t body_len, header.GetU64("body length"));

@@ -14,8 +14,11 @@
 //          string architecture (at most kMaxSnapshotArchitectureBytes)
 //          u64 state count S, f32[S] state (version 2; e.g. running
 //          statistics, in plan order)
+//          u32 world, u64 offset (version 3: the world the snapshot was
+//          taken at, and the sampler's position in the epoch, in samples)
 //   u32 CRC-32 of every byte before it
-// Version 1 snapshots (no state section) still decode, with empty state.
+// Version 1 snapshots (no state section) still decode, with empty state;
+// versions 1 and 2 with world 0 (unknown: the fixed world of their job).
 // Decoding never trusts a length before checking it against the bytes
 // present and never allocates more than the input could hold. A truncated,
 // padded or altered snapshot is DataLoss; an intact snapshot (its CRC
@@ -36,7 +39,7 @@
 
 namespace tagi {
 
-inline constexpr uint32_t kSnapshotVersion = 2;
+inline constexpr uint32_t kSnapshotVersion = 3;
 inline constexpr size_t kMaxSnapshotJobIdBytes = 256;
 inline constexpr size_t kMaxSnapshotArchitectureBytes = size_t{1} << 20;
 // The largest snapshot file a reader accepts (the model file's limit).
@@ -55,6 +58,12 @@ struct Snapshot {
   // section or a fingerprint string); the restorer compares them.
   std::string architecture;
   std::vector<float> state;  // the model's non-parameter state (S floats)
+  // The world of the generation that took it (0: a version 1 or 2 snapshot)
+  // and where the epoch's next step starts in its padded sample sequence
+  // (worker/data/sampler.h): with a fixed world step * world * batch; an
+  // elastic job's epoch may have run under several worlds.
+  uint32_t world = 0;
+  uint64_t offset = 0;
 };
 
 // REQUIRES: job_id and architecture within the limits above (CHECKed: a

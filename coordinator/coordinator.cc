@@ -32,6 +32,16 @@ constexpr char kWaitingForDisk[] = "waiting for the state dir to be writable: ";
 
 std::string JobStateName(JobState state) { return tagi::v1::JobState_Name(state); }
 
+std::string JobWaitingReason(const Job& job) {
+  const uint32_t world = job.max_world_size() > 0 ? job.max_world_size() : job.world_size();
+  return WaitingReason(static_cast<int>(world), IsCudaDevice(job.spec().device()),
+                       static_cast<int>(job.min_world_size()));
+}
+
+uint32_t LeastWorld(const Job& job) {
+  return job.min_world_size() > 0 ? job.min_world_size() : job.world_size();
+}
+
 bool IsTerminal(JobState s) {
   return s == tagi::v1::SUCCEEDED || s == tagi::v1::FAILED || s == tagi::v1::CANCELLED;
 }
@@ -109,7 +119,24 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
       !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("invalid job: ", st.message()));
   }
-  const int world = spec.world_size() > 0 ? static_cast<int>(spec.world_size()) : options_.world;
+  const bool elastic = IsElastic(spec);
+  int world = spec.world_size() > 0 ? static_cast<int>(spec.world_size()) : options_.world;
+  int min_world = 0;
+  if (elastic) {
+    world = spec.max_world_size() > 0 ? static_cast<int>(spec.max_world_size()) : options_.world;
+    min_world = spec.min_world_size() > 0 ? static_cast<int>(spec.min_world_size()) : 1;
+    if (world > options_.world) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "invalid job: max_world_size: %d exceeds the coordinator's --world %d", world,
+          options_.world));
+    }
+    if (min_world > world) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "invalid job: min_world_size: %d exceeds the maximum world %d (the coordinator's "
+          "--world)",
+          min_world, world));
+    }
+  }
   if (world > options_.world) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "invalid job: world_size: %d exceeds the coordinator's --world %d", world,
@@ -133,8 +160,13 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
   *r.job.mutable_spec() = spec;
   r.job.set_state(tagi::v1::PENDING);
   r.job.set_world_size(static_cast<uint32_t>(world));
+  if (elastic) {
+    r.job.set_min_world_size(static_cast<uint32_t>(min_world));
+    r.job.set_max_world_size(static_cast<uint32_t>(world));
+  }
   r.job.set_submit_time_ms(NowMs());
-  r.job.set_reason(WaitingReason(world, IsCudaDevice(spec.device())));
+  r.pending_since = clock_.Now();
+  r.job.set_reason(JobWaitingReason(r.job));
   Changed(r);
   PersistLocked(r);
   ScheduleLocked();
@@ -397,8 +429,7 @@ void Coordinator::ScheduleLocked() {
             [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
   for (JobRecord* r : pending) {
     if (absl::StartsWith(r->job.reason(), kWaitingForDisk)) {
-      r->job.set_reason(WaitingReason(static_cast<int>(r->job.world_size()),
-                                      IsCudaDevice(r->job.spec().device())));
+      r->job.set_reason(JobWaitingReason(r->job));
       Changed(*r);
     }
   }
@@ -409,7 +440,7 @@ void Coordinator::ScheduleLocked() {
   uint32_t min_cpu_world = UINT32_MAX, min_gpu_world = UINT32_MAX;
   for (const JobRecord* r : pending) {
     uint32_t& m = IsCudaDevice(r->job.spec().device()) ? min_gpu_world : min_cpu_world;
-    m = std::min(m, r->job.world_size());
+    m = std::min(m, LeastWorld(r->job));
   }
   size_t idle_cpu = 0, idle_gpu = 0;
   for (const auto& [id, w] : workers_) {
@@ -419,16 +450,11 @@ void Coordinator::ScheduleLocked() {
   if (idle_cpu + idle_gpu < min_cpu_world && idle_gpu < min_gpu_world) return;
   std::vector<PendingJobView> queue;
   for (const JobRecord* r : pending) {
-    queue.push_back({r->job.id(), static_cast<int>(r->job.world_size()), r->previous_workers,
-                     IsCudaDevice(r->job.spec().device())});
-  }
-  std::vector<WorkerView> views;
-  for (const auto& [id, w] : workers_) {
-    views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen,
-                     IsCudaDevice(w.info.device())});
+    queue.push_back(PendingViewLocked(*r));
   }
   bool started = false;
-  for (const Placement& p : DecidePlacements(clock_.Now(), queue, views, options_.membership)) {
+  for (const Placement& p :
+       DecidePlacements(clock_.Now(), queue, WorkerViewsLocked(), options_.membership)) {
     StartJobLocked(jobs_.at(p.job_id), p);
     started = true;
   }
@@ -442,10 +468,12 @@ void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
   job.set_start_time_ms(NowMs());
   job.set_reason(p.reason);
   job.clear_workers();
+  job.set_world_size(static_cast<uint32_t>(p.workers.size()));  // elastic: as placed
   r.finished.assign(p.workers.size(), false);
   r.max_reported_step = 0;
   ++jobs_started_;
   ChooseResumeLocked(r);
+  RecordWorldLocked(r);
   for (size_t rank = 0; rank < p.workers.size(); ++rank) {
     job.add_workers(p.workers[rank]);
     WorkerRecord& w = workers_.at(p.workers[rank]);
@@ -463,6 +491,67 @@ void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
   }
   Changed(r);
   PersistLocked(r);
+}
+
+void Coordinator::RecordWorldLocked(JobRecord& r) {
+  // Spans from the resume point on were run by generations whose steps past
+  // it are redone now: this generation's world replaces them.
+  Job& job = r.job;
+  auto* spans = job.mutable_worlds();
+  while (!spans->empty() && spans->rbegin()->from_step() >= r.resume_step) spans->RemoveLast();
+  if (!spans->empty() && spans->rbegin()->world() == job.world_size()) return;
+  tagi::v1::WorldSpan& span = *spans->Add();
+  span.set_from_step(r.resume_step);
+  span.set_world(job.world_size());
+  span.set_generation(job.generation());
+  if (spans->size() > static_cast<int>(kMaxWorldSpans)) spans->DeleteSubrange(0, 1);
+}
+
+PendingJobView Coordinator::PendingViewLocked(const JobRecord& r) {
+  const Job& job = r.job;
+  PendingJobView v;
+  v.id = job.id();
+  v.world = static_cast<int>(job.max_world_size() > 0 ? job.max_world_size() : job.world_size());
+  v.previous = r.previous_workers;
+  v.gpu = IsCudaDevice(job.spec().device());
+  v.min_world = static_cast<int>(job.min_world_size());
+  v.since = r.pending_since;
+  return v;
+}
+
+std::vector<WorkerView> Coordinator::WorkerViewsLocked() {
+  std::vector<WorkerView> views;
+  views.reserve(workers_.size());
+  for (const auto& [id, w] : workers_) {
+    views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen,
+                     IsCudaDevice(w.info.device())});
+  }
+  return views;
+}
+
+void Coordinator::MaybeGrowLocked(JobRecord& r) {
+  const Job& job = r.job;
+  if (job.state() != tagi::v1::RUNNING || job.max_world_size() == 0 ||
+      job.world_size() >= job.max_world_size() || r.newest_epoch >= job.spec().epochs() ||
+      !disk_.ok()) {
+    return;
+  }
+  std::vector<PendingJobView> queue;
+  for (const auto& [id, other] : jobs_) {
+    if (other.job.state() == tagi::v1::PENDING) queue.push_back(PendingViewLocked(other));
+  }
+  const RunningJobView view{job.id(), static_cast<int>(job.world_size()),
+                            static_cast<int>(job.max_world_size()),
+                            IsCudaDevice(job.spec().device())};
+  const std::optional<Growth> growth =
+      DecideGrowth(clock_.Now(), view, queue, WorkerViewsLocked(), options_.membership);
+  if (!growth.has_value()) return;
+  const std::string reason = absl::StrFormat("%s (the snapshot of step %d)", growth->reason,
+                                             r.newest_step);
+  std::fprintf(stderr, "tagi-coordinator: job %s generation %d: %s\n", job.id().c_str(),
+               static_cast<int>(job.generation()), reason.c_str());
+  r.job.set_resizes(job.resizes() + 1);
+  EndGenerationLocked(r, reason, absl::StrCat("growing: ", reason));
 }
 
 void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {

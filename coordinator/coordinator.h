@@ -317,6 +317,9 @@ class Coordinator {
     // version at which the job ended (0: it has not).
     uint64_t saved_version = 0;
     uint64_t end_version = 0;
+    // When it last became pending (submitted, or a generation ended): an
+    // elastic job's settle time counts from here (MembershipOptions).
+    absl::Time pending_since;
   };
   struct WorkerRecord {
     tagi::v1::WorkerInfo info;
@@ -383,6 +386,19 @@ class Coordinator {
   // resumes with a new generation (or FAILS after max_restarts).
   void FailGenerationLocked(JobRecord& r, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The part of it a planned re-formation shares: the ranks get ABORT
+  // (`reason`), are released, and the job waits (PENDING, `state_reason`)
+  // for its next generation.
+  void EndGenerationLocked(JobRecord& r, const std::string& reason,
+                           const std::string& state_reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At a snapshot point of a running elastic job (its newest snapshot was
+  // just accepted): ends the generation when DecideGrowth says it grows;
+  // the next one resumes from that snapshot with more ranks.
+  void MaybeGrowLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the generation just started to the job's worlds (Job.worlds).
+  void RecordWorldLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PendingJobView PendingViewLocked(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<WorkerView> WorkerViewsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteFailedAttemptLocked(const tagi::v1::FinishJobRequest& req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
@@ -496,6 +512,13 @@ std::string JobStateName(tagi::v1::JobState state);
 // that was running.
 inline constexpr char kCoordinatorRestarted[] = "the coordinator restarted";
 bool IsTerminal(tagi::v1::JobState state);
+// What a pending job waits for ("waiting for 3 idle workers", "... for 1 to
+// 3 ...": an elastic job's bounds).
+std::string JobWaitingReason(const tagi::v1::Job& job);
+// The fewest ranks the job can run with: an elastic job's minimum, else its world.
+uint32_t LeastWorld(const tagi::v1::Job& job);
+// Job.worlds keeps at most this many spans (the newest).
+inline constexpr size_t kMaxWorldSpans = 1000;
 
 }  // namespace tagi::coordinator
 

@@ -185,6 +185,7 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
       // resumed from.
       AcceptSnapshotLocked(rec, rec.awaiting_step, rec.awaiting_epoch, std::move(rec.awaiting));
       rec.awaiting.reset();
+      MaybeGrowLocked(rec);
     }
   }
   return reply;

@@ -248,17 +248,6 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
   rec.set_failed_at_step(std::max<uint64_t>(r.max_reported_step, job.progress().global_step()));
   if (job.recoveries_size() > kMaxRecoveries) job.mutable_recoveries()->DeleteSubrange(0, 1);
   job.set_restarts(job.restarts() + 1);
-  r.previous_workers.assign(job.workers().begin(), job.workers().end());
-  for (const std::string& id : r.previous_workers) {
-    auto it = workers_.find(id);
-    if (it == workers_.end() || it->second.job_id != job.id()) continue;
-    WorkerRecord& w = it->second;
-    DirectLocked(w, tagi::v1::ABORT, job.id(), gen, reason);
-    ReleaseWorkerLocked(id);
-    w.checked_in = false;  // placed again once it asks for work
-  }
-  store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
-  r.resume.reset();
   if (r.awaiting != nullptr) {
     // Resuming from it keeps "at most one snapshot interval redone"; the
     // metrics of the epochs it finished are lost if rank 0 never reports
@@ -269,12 +258,28 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
     AcceptSnapshotLocked(r, r.awaiting_step, r.awaiting_epoch, std::move(r.awaiting));
     r.awaiting.reset();
   }
-  job.set_state(tagi::v1::PENDING);
-  job.set_reason(absl::StrCat("recovering: ", reason, "; ",
-                              WaitingReason(static_cast<int>(job.world_size()),
-                                            IsCudaDevice(job.spec().device()))));
   Log(absl::StrFormat("job %s generation %d ended: %s (restart %d)", job.id(), gen, reason,
                       job.restarts()));
+  EndGenerationLocked(r, reason, absl::StrCat("recovering: ", reason));
+}
+
+void Coordinator::EndGenerationLocked(JobRecord& r, const std::string& reason,
+                                      const std::string& state_reason) {
+  Job& job = r.job;
+  r.previous_workers.assign(job.workers().begin(), job.workers().end());
+  for (const std::string& id : r.previous_workers) {
+    auto it = workers_.find(id);
+    if (it == workers_.end() || it->second.job_id != job.id()) continue;
+    WorkerRecord& w = it->second;
+    DirectLocked(w, tagi::v1::ABORT, job.id(), job.generation(), reason);
+    ReleaseWorkerLocked(id);
+    w.checked_in = false;  // placed again once it asks for work
+  }
+  store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
+  r.resume.reset();
+  job.set_state(tagi::v1::PENDING);
+  r.pending_since = clock_.Now();
+  job.set_reason(absl::StrCat(state_reason, "; ", JobWaitingReason(job)));
   Changed(r);
   PersistLocked(r);
   ScheduleLocked();
@@ -285,7 +290,7 @@ void Coordinator::ChooseResumeLocked(JobRecord& r) {
   r.resume_step = 0;
   r.epochs_before.clear();
   Job& job = r.job;
-  if (job.restarts() == 0) return;  // a fresh job: nothing to resume
+  if (job.restarts() == 0 && job.resizes() == 0) return;  // a fresh job: nothing to resume
   std::string source;
   uint64_t epoch = 0;
   if (r.newest != nullptr) {
@@ -376,6 +381,7 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   }
   rec.awaiting.reset();
   AcceptSnapshotLocked(rec, global_step, decoded->epoch, std::move(shared));
+  MaybeGrowLocked(rec);  // a snapshot point: an elastic job may grow here
   return absl::OkStatus();
 }
 
@@ -440,6 +446,7 @@ void Coordinator::LoadState() {
     }
     JobRecord& r = jobs_[job.id()];
     r.seq = *number;
+    r.pending_since = clock_.Now();
     next_job_ = std::max(next_job_, *number + 1);
     r.job = std::move(job);
     r.saved_version = r.version;  // as on disk
@@ -460,9 +467,7 @@ void Coordinator::LoadState() {
       j.set_restarts(j.restarts() + 1);
       r.previous_workers.assign(j.workers().begin(), j.workers().end());
       j.set_state(tagi::v1::PENDING);
-      j.set_reason(absl::StrCat("recovering: the coordinator restarted; ",
-                                WaitingReason(static_cast<int>(j.world_size()),
-                                              IsCudaDevice(j.spec().device()))));
+      j.set_reason(absl::StrCat("recovering: the coordinator restarted; ", JobWaitingReason(j)));
       PersistLocked(r);
     }
     startup_log_.push_back(Log(absl::StrFormat("reloaded job %s: %s, generation %d", j.id(),

@@ -61,6 +61,9 @@ ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(3),
           "A worker not heard from for this long has failed: its generation ends and the job "
           "resumes from its newest snapshot on the survivors and a spare.");
 ABSL_FLAG(int, max_restarts, 100, "Failed generations after which a job FAILS.");
+ABSL_FLAG(absl::Duration, elastic_settle, absl::Seconds(2),
+          "An elastic job that could start or resume with fewer ranks than its maximum waits "
+          "this long (from when it became pending) for more idle workers.");
 ABSL_FLAG(std::string, join_token_file, "",
           "File holding the cluster join token: every Cluster RPC (workers) must then carry it "
           "as \"tagi-join-token\" metadata. Empty: workers join without a token.");
@@ -340,6 +343,7 @@ int main(int argc, char** argv) {
   opt.coordinator.heartbeat = absl::GetFlag(FLAGS_heartbeat_interval);
   opt.coordinator.membership.worker_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   opt.coordinator.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  opt.coordinator.membership.elastic_settle = absl::GetFlag(FLAGS_elastic_settle);
   opt.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
   opt.max_api_streams = absl::GetFlag(FLAGS_max_api_streams);
   opt.max_streams_per_worker = absl::GetFlag(FLAGS_max_streams_per_worker);
@@ -392,6 +396,12 @@ int main(int argc, char** argv) {
                  "--heartbeat-timeout longer than it (got %s and %s)\n",
                  absl::FormatDuration(opt.coordinator.heartbeat).c_str(),
                  absl::FormatDuration(opt.coordinator.membership.worker_timeout).c_str());
+    return 2;
+  }
+  if (opt.coordinator.membership.elastic_settle < absl::ZeroDuration() ||
+      opt.coordinator.membership.elastic_settle > absl::Minutes(10)) {
+    std::fprintf(stderr, "tagi-coordinator: --elastic-settle must be in 0..10m (got %s)\n",
+                 absl::FormatDuration(opt.coordinator.membership.elastic_settle).c_str());
     return 2;
   }
   if (opt.coordinator.max_restarts < 0 || keep < 1 || keep > 1000) {

@@ -36,70 +36,140 @@ bool IsCudaDevice(const std::string& device) {
   return ordinal.ok() && *ordinal >= 0;
 }
 
-std::string WaitingReason(int world, bool gpu) {
+std::string WaitingReason(int world, bool gpu, int min_world) {
+  if (min_world > 0 && min_world < world) {
+    return absl::StrFormat("waiting for %d to %d idle %sworkers", min_world, world,
+                           gpu ? "cuda " : "");
+  }
   return absl::StrFormat("waiting for %d idle %sworkers", world, gpu ? "cuda " : "");
 }
 
-std::vector<Placement> DecidePlacements(absl::Time now,
-                                        const std::vector<PendingJobView>& queue,
-                                        const std::vector<WorkerView>& workers,
-                                        const MembershipOptions& options) {
-  struct Free {
-    std::string id;
-    bool gpu;
-    bool taken;
-  };
+namespace {
+
+struct Free {
+  std::string id;
+  bool gpu;
+  bool taken;
+};
+
+// The idle, live workers in id order.
+std::vector<Free> FreeWorkers(absl::Time now, const std::vector<WorkerView>& workers,
+                              const MembershipOptions& options) {
   std::vector<Free> free;
   for (const WorkerView& w : workers) {
     if (w.idle && Live(now, w, options)) free.push_back({w.id, w.gpu, false});
   }
   std::sort(free.begin(), free.end(),
             [](const Free& a, const Free& b) { return WorkerIdLess(a.id, b.id); });
+  return free;
+}
+
+// The workers a job may take, most preferred first: GPU workers for a GPU
+// job; CPU workers, then GPU workers, for a CPU job.
+std::vector<Free*> Eligible(std::vector<Free>& free, bool gpu_job) {
+  std::vector<Free*> eligible;
+  for (Free& f : free) {
+    if (!f.taken && f.gpu == gpu_job) eligible.push_back(&f);
+  }
+  if (!gpu_job) {
+    for (Free& f : free) {
+      if (!f.taken && f.gpu) eligible.push_back(&f);
+    }
+  }
+  return eligible;
+}
+
+// The workers of `job`'s ranks, `need` of them, from `eligible` (marked
+// taken): a fixed job's previous workers keep their ranks; an elastic
+// job's come first in their old order; the lowest free ids fill the rest.
+std::vector<std::string> AssignRanks(const PendingJobView& job, std::vector<Free*>& eligible,
+                                     size_t need, size_t* kept) {
+  std::vector<std::string> ranks(need, "");
+  *kept = 0;
+  size_t next_rank = 0;  // elastic: the next rank to give a previous worker
+  for (size_t rank = 0; rank < job.previous.size(); ++rank) {
+    if (job.min_world == 0 && rank >= need) break;
+    if (job.min_world > 0 && next_rank >= need) break;
+    auto it = std::find_if(eligible.begin(), eligible.end(), [&](const Free* f) {
+      return !f->taken && f->id == job.previous[rank];
+    });
+    if (it == eligible.end()) continue;
+    ranks[job.min_world > 0 ? next_rank++ : rank] = (*it)->id;
+    (*it)->taken = true;
+    ++*kept;
+  }
+  auto next = eligible.begin();
+  for (std::string& slot : ranks) {
+    if (!slot.empty()) continue;
+    while ((*next)->taken) ++next;
+    slot = (*next)->id;
+    (*next)->taken = true;
+  }
+  return ranks;
+}
+
+}  // namespace
+
+std::vector<Placement> DecidePlacements(absl::Time now,
+                                        const std::vector<PendingJobView>& queue,
+                                        const std::vector<WorkerView>& workers,
+                                        const MembershipOptions& options) {
+  std::vector<Free> free = FreeWorkers(now, workers, options);
   std::vector<Placement> out;
   for (const PendingJobView& job : queue) {
-    // The workers this job may take, most preferred first: GPU workers for
-    // a GPU job; CPU workers, then GPU workers, for a CPU job.
-    std::vector<Free*> eligible;
-    for (Free& f : free) {
-      if (!f.taken && f.gpu == job.gpu) eligible.push_back(&f);
-    }
-    if (!job.gpu) {
-      for (Free& f : free) {
-        if (!f.taken && f.gpu) eligible.push_back(&f);
-      }
-    }
-    const size_t need = static_cast<size_t>(job.world);
-    if (eligible.size() < need) continue;
+    std::vector<Free*> eligible = Eligible(free, job.gpu);
+    const bool elastic = job.min_world > 0;
+    const size_t least = static_cast<size_t>(elastic ? job.min_world : job.world);
+    if (eligible.size() < least) continue;
     const size_t available = eligible.size();
+    const size_t need = std::min(available, static_cast<size_t>(job.world));
+    if (elastic && need < static_cast<size_t>(job.world) &&
+        now - job.since < options.elastic_settle) {
+      // Waiting for more: hold the ones it has (previous workers first).
+      size_t kept = 0;
+      AssignRanks(job, eligible, need, &kept);
+      continue;
+    }
     Placement p;
     p.job_id = job.id;
-    p.workers.assign(need, "");
     size_t kept = 0;
-    for (size_t rank = 0; rank < need && rank < job.previous.size(); ++rank) {
-      auto it = std::find_if(eligible.begin(), eligible.end(), [&](const Free* f) {
-        return !f->taken && f->id == job.previous[rank];
-      });
-      if (it == eligible.end()) continue;
-      p.workers[rank] = (*it)->id;
-      (*it)->taken = true;
-      ++kept;
-    }
-    auto next = eligible.begin();
-    for (std::string& slot : p.workers) {
-      if (!slot.empty()) continue;
-      while ((*next)->taken) ++next;
-      slot = (*next)->id;
-      (*next)->taken = true;
-    }
+    p.workers = AssignRanks(job, eligible, need, &kept);
     const char* kind = job.gpu ? "cuda " : "";
+    const std::string bounds =
+        elastic ? absl::StrFormat(" (elastic %d-%d)", job.min_world, job.world) : "";
     p.reason = job.previous.empty()
-                   ? absl::StrFormat("%d idle %sworkers for world %d: ranks %s", available, kind,
-                                     need, RankList(p.workers))
-                   : absl::StrFormat("resumed on %d %sworkers (%d kept their ranks): ranks %s",
-                                     need, kind, kept, RankList(p.workers));
+                   ? absl::StrFormat("%d idle %sworkers for world %d%s: ranks %s", available,
+                                     kind, need, bounds, RankList(p.workers))
+                   : absl::StrFormat("resumed on %d %sworkers%s (%d kept their ranks): ranks %s",
+                                     need, kind, bounds, kept, RankList(p.workers));
     out.push_back(std::move(p));
   }
   return out;
+}
+
+std::optional<Growth> DecideGrowth(absl::Time now, const RunningJobView& job,
+                                   const std::vector<PendingJobView>& queue,
+                                   const std::vector<WorkerView>& workers,
+                                   const MembershipOptions& options) {
+  if (job.world >= job.max_world) return std::nullopt;
+  std::vector<Free> free = FreeWorkers(now, workers, options);
+  std::vector<Free*> eligible = Eligible(free, job.gpu);
+  if (eligible.empty()) return std::nullopt;
+  for (const PendingJobView& waiting : queue) {
+    // A CPU job can use any worker; a GPU job the GPU workers.
+    const bool usable = std::any_of(eligible.begin(), eligible.end(),
+                                    [&](const Free* f) { return !waiting.gpu || f->gpu; });
+    if (usable) return std::nullopt;
+  }
+  Growth g;
+  g.job_id = job.id;
+  g.from = job.world;
+  g.to = std::min(job.max_world, job.world + static_cast<int>(eligible.size()));
+  for (int i = 0; i < g.to - g.from; ++i) g.joining.push_back(eligible[i]->id);
+  g.reason = absl::StrFormat("growing from %d to %d ranks at a snapshot point: idle %s %s",
+                             g.from, g.to, g.joining.size() == 1 ? "worker" : "workers",
+                             RankList(g.joining));
+  return g;
 }
 
 std::string RankList(const std::vector<std::string>& workers) {

@@ -9,6 +9,7 @@
 #define TAGI_COORDINATOR_MEMBERSHIP_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ namespace tagi::coordinator {
 struct MembershipOptions {
   // A worker not heard from for this long is gone.
   absl::Duration worker_timeout = absl::Seconds(10);
+  // An elastic job that could start (or resume) with fewer ranks than its
+  // maximum waits this long after it became pending for more workers to be
+  // idle (the survivors of a failed generation check in again within a
+  // heartbeat or two), holding the ones it will take.
+  absl::Duration elastic_settle = absl::Seconds(2);
 };
 
 struct WorkerView {
@@ -30,11 +36,15 @@ struct WorkerView {
 
 struct PendingJobView {
   std::string id;
-  int world = 1;            // resolved world size
+  int world = 1;            // resolved world size; an elastic job's maximum
   // Worker of each rank in the job's failed generation (empty for a job
   // that never ran): those still free keep their ranks.
   std::vector<std::string> previous;
   bool gpu = false;         // the job's device is cuda
+  // An elastic job's minimum world (0: a fixed job of `world` ranks), and
+  // when it became pending (submitted, or its generation ended).
+  int min_world = 0;
+  absl::Time since;
 };
 
 struct Placement {
@@ -55,10 +65,45 @@ struct Placement {
 // many CPU workers are idle); a CPU job runs on CPU workers first and
 // spills onto GPU workers (they run the CPU engine) only when the CPU
 // workers alone are too few, so GPU hosts stay free for GPU jobs.
+//
+// Elastic jobs (min_world > 0): a job starts with its maximum when that
+// many workers are eligible; with fewer (at least min_world) once
+// options.elastic_settle has passed since it became pending; until then
+// it holds the workers it would take, so that a younger job does not take
+// them meanwhile. Resuming with fewer or more ranks than before, the
+// previous workers that are free come first, in their old rank order
+// (ranks stay 0..world-1).
 std::vector<Placement> DecidePlacements(absl::Time now,
                                         const std::vector<PendingJobView>& queue,
                                         const std::vector<WorkerView>& workers,
                                         const MembershipOptions& options);
+
+// A running elastic job, at one of its snapshot points.
+struct RunningJobView {
+  std::string id;
+  int world = 1;
+  int max_world = 1;
+  bool gpu = false;
+};
+
+struct Growth {
+  std::string job_id;
+  int from = 0;
+  int to = 0;
+  std::vector<std::string> joining;  // idle workers it will take
+  std::string reason;
+};
+
+// Whether a running elastic job re-forms larger at this snapshot point:
+// when it runs below its maximum and live idle workers are eligible for it
+// (the same device rules as placements) that no pending job could use:
+// waiting jobs come first, so a job in the queue is never kept waiting by
+// a running one growing. It grows by as many as are free, up to its
+// maximum.
+std::optional<Growth> DecideGrowth(absl::Time now, const RunningJobView& job,
+                                   const std::vector<PendingJobView>& queue,
+                                   const std::vector<WorkerView>& workers,
+                                   const MembershipOptions& options);
 
 struct Departure {
   std::string worker_id;
@@ -72,8 +117,9 @@ std::vector<Departure> DecideDepartures(absl::Time now, const std::vector<Worker
 // Worker ids compare by their numeric suffix ("w-2" < "w-10").
 bool WorkerIdLess(const std::string& a, const std::string& b);
 
-// "waiting for N idle workers" / "... idle cuda workers".
-std::string WaitingReason(int world, bool gpu);
+// "waiting for N idle workers" / "... idle cuda workers"; for an elastic
+// job "waiting for MIN to MAX idle workers" (min_world > 0, < world).
+std::string WaitingReason(int world, bool gpu, int min_world = 0);
 
 // Whether a worker's or a job's device string ("cpu", "cuda:N") names a GPU.
 bool IsCudaDevice(const std::string& device);

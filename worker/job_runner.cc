@@ -245,26 +245,39 @@ uint64_t SamplerSeed(const tagi::v1::JobSpec& spec) {
   return DeriveSeed(spec.seed(), kSamplerStream);
 }
 
-// The snapshot's fields for (epoch, step), without the parameters.
-Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, uint64_t epoch,
-                        uint64_t step, uint64_t steps_per_epoch) {
+// Where training stands at a step boundary: the epoch, the steps done in
+// it, the offset of its next step in the epoch's sample sequence
+// (data/sampler.h), and the steps done in the whole job. Under one world
+// offset = step * world * batch and global_step = epoch * steps_per_epoch +
+// step; an elastic job's epochs may have run under several worlds.
+struct Cursor {
+  uint64_t epoch = 0;
+  uint64_t step = 0;
+  uint64_t offset = 0;
+  uint64_t global_step = 0;
+};
+
+// The snapshot's fields at `at`, without the parameters.
+Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, const Cursor& at) {
   Snapshot s;
   s.job_id = a.job_id();
   s.generation = a.generation();
-  s.epoch = epoch;
-  s.step = step;
-  s.global_step = epoch * steps_per_epoch + step;
+  s.epoch = at.epoch;
+  s.step = at.step;
+  s.global_step = at.global_step;
+  s.world = a.world_size();
+  s.offset = at.offset;
   // The sampler and the initialisation are pure functions of these seeds
   // (and the epoch): they are the whole random state of training.
   s.rng_state = {SamplerSeed(a.spec()), DeriveSeed(a.spec().seed(), kInitStream), 0, 0};
-  s.sigma_v = SigmaVAtEpoch(a.spec().noise(), epoch);
+  s.sigma_v = SigmaVAtEpoch(a.spec().noise(), at.epoch);
   s.architecture = model.architecture().ToString();
   return s;
 }
 
 absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model,
-                                      uint64_t epoch, uint64_t step, uint64_t steps_per_epoch) {
-  Snapshot s = SnapshotHeader(a, model, epoch, step, steps_per_epoch);
+                                      const Cursor& at) {
+  Snapshot s = SnapshotHeader(a, model, at);
   s.parameters.resize(2 * model.num_parameters());  // the arena [mu N][var N]
   TAGI_RETURN_IF_ERROR(model.ReadParameters(s.parameters));
   s.state.resize(model.num_state());  // e.g. running statistics
@@ -275,11 +288,11 @@ absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model
 // Rank 0 offers a snapshot; one that cannot be read from the device is
 // skipped with a log line (the next step would fail on that device anyway).
 void OfferSnapshot(SnapshotUploader& uploader, const Assignment& a, engine::Engine& model,
-                   uint64_t epoch, uint64_t step, uint64_t steps_per_epoch) {
-  absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, epoch, step, steps_per_epoch);
+                   const Cursor& at) {
+  absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, at);
   if (!s.ok()) {
     std::fprintf(stderr, "job %s: snapshot at epoch %d step %d skipped: %s\n",
-                 a.job_id().c_str(), static_cast<int>(epoch), static_cast<int>(step),
+                 a.job_id().c_str(), static_cast<int>(at.epoch), static_cast<int>(at.step),
                  std::string(s.status().message()).c_str());
     return;
   }
@@ -305,11 +318,73 @@ void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& contro
   }
 }
 
+// What is wrong with resuming `s` (decoded) in this generation; empty when
+// nothing is. Under a fixed world the cursor must be a step of that world;
+// an elastic job's may come from another world (the snapshot's), anywhere
+// in an epoch.
+std::string CheckResumeCursor(const Snapshot& s, const Assignment& a, const Trainer& trainer,
+                              size_t num_samples) {
+  const tagi::v1::JobSpec& spec = a.spec();
+  const uint64_t steps = trainer.steps_per_epoch();
+  if (s.epoch > spec.epochs() || (s.epoch == spec.epochs() && s.offset != 0)) {
+    return absl::StrFormat("epoch %d offset %d is past the job's %d epochs", s.epoch, s.offset,
+                           spec.epochs());
+  }
+  if (s.world == 0 || !IsElastic(spec)) {
+    // A fixed world (a version 2 snapshot has none: it is the job's).
+    const uint64_t world = s.world == 0 ? a.world_size() : s.world;
+    if (world != a.world_size()) {
+      return absl::StrFormat("it was taken at world %d; this job's world is fixed at %d", world,
+                             a.world_size());
+    }
+    const uint64_t offset = s.world == 0 ? s.step * trainer.global_batch() : s.offset;
+    if (s.step >= steps || offset != s.step * trainer.global_batch() ||
+        s.global_step != s.epoch * steps + s.step) {
+      return absl::StrFormat("epoch %d step %d (global %d) is not a step of this job", s.epoch,
+                             s.step, s.global_step);
+    }
+    return "";
+  }
+  if (s.offset >= num_samples && !(s.offset == 0 && s.step == 0)) {
+    return absl::StrFormat("offset %d is past the epoch's %d samples", s.offset, num_samples);
+  }
+  return "";
+}
+
+// What is wrong with resuming `s` in this generation; empty when nothing is.
+std::string ResumeMismatch(const Snapshot& s, const Assignment& a, const engine::Engine& model,
+                           const Trainer& trainer, size_t num_samples) {
+  if (s.job_id != a.job_id()) return absl::StrCat("it belongs to job ", s.job_id);
+  if (s.global_step != a.resume_global_step()) {
+    return absl::StrFormat("it is at step %d, the coordinator announced %d", s.global_step,
+                           a.resume_global_step());
+  }
+  if (std::string wrong = CheckResumeCursor(s, a, trainer, num_samples); !wrong.empty()) {
+    return wrong;
+  }
+  const Snapshot expected = SnapshotHeader(a, model, {s.epoch, s.step, s.offset, s.global_step});
+  if (s.architecture != expected.architecture) {
+    return absl::StrCat("its model is ", s.architecture, ", the job's is ", expected.architecture);
+  }
+  if (s.parameters.size() != 2 * model.num_parameters()) {
+    return absl::StrFormat("it holds %d parameters, the model %d", s.parameters.size(),
+                           2 * model.num_parameters());
+  }
+  if (s.state.size() != model.num_state()) {
+    return absl::StrFormat("it holds %d state values, the model %d", s.state.size(),
+                           model.num_state());
+  }
+  if (s.rng_state != expected.rng_state || s.sigma_v != expected.sigma_v) {
+    return "its random state or sigma_v differs from the job's";
+  }
+  return "";
+}
+
 // Downloads the generation's snapshot and loads it into the model after
 // checking that it is the one announced and fits this job exactly.
 absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worker_id,
-                             const Assignment& a, engine::Engine& model,
-                             uint64_t steps_per_epoch, uint64_t* epoch, uint64_t* step) {
+                             const Assignment& a, engine::Engine& model, const Trainer& trainer,
+                             size_t num_samples, Cursor* at) {
   tagi::v1::DownloadSnapshotRequest req;
   req.set_worker_id(worker_id);
   req.set_job_id(a.job_id());
@@ -318,35 +393,14 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
       (4 * model.num_parameters() + 2 * model.num_state()) * sizeof(float) + (size_t{2} << 20);
   TAGI_ASSIGN_OR_RETURN(const std::string bytes, client.DownloadSnapshot(req, limit));
   TAGI_ASSIGN_OR_RETURN(const Snapshot s, DecodeSnapshot(bytes));
-  const Snapshot expected = SnapshotHeader(a, model, s.epoch, s.step, steps_per_epoch);
-  std::string wrong;
-  if (s.job_id != a.job_id()) wrong = absl::StrCat("it belongs to job ", s.job_id);
-  else if (s.global_step != a.resume_global_step()) {
-    wrong = absl::StrFormat("it is at step %d, the coordinator announced %d", s.global_step,
-                            a.resume_global_step());
-  } else if (s.epoch > a.spec().epochs() || s.step >= steps_per_epoch ||
-             s.global_step != expected.global_step) {
-    wrong = absl::StrFormat("epoch %d step %d (global %d) is not a step of this job", s.epoch,
-                            s.step, s.global_step);
-  } else if (s.architecture != expected.architecture) {
-    wrong = absl::StrCat("its model is ", s.architecture, ", the job's is ",
-                         expected.architecture);
-  } else if (s.parameters.size() != 2 * model.num_parameters()) {
-    wrong = absl::StrFormat("it holds %d parameters, the model %d", s.parameters.size(),
-                            2 * model.num_parameters());
-  } else if (s.state.size() != model.num_state()) {
-    wrong = absl::StrFormat("it holds %d state values, the model %d", s.state.size(),
-                            model.num_state());
-  } else if (s.rng_state != expected.rng_state || s.sigma_v != expected.sigma_v) {
-    wrong = "its random state or sigma_v differs from the job's";
-  }
-  if (!wrong.empty()) {
+  if (const std::string wrong = ResumeMismatch(s, a, model, trainer, num_samples);
+      !wrong.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("cannot resume from the snapshot: ", wrong));
   }
   TAGI_RETURN_IF_ERROR(model.WriteParameters(s.parameters));
   TAGI_RETURN_IF_ERROR(model.WriteState(s.state));
-  *epoch = s.epoch;
-  *step = s.step;
+  *at = {s.epoch, s.step, s.world == 0 ? s.step * trainer.global_batch() : s.offset,
+         s.global_step};
   return absl::OkStatus();
 }
 
@@ -391,11 +445,10 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   };
   Trainer trainer(spec, *model, data, clock, std::move(topt));
   const size_t steps = trainer.steps_per_epoch();
-  uint64_t start_epoch = 0;
-  uint64_t start_step = 0;
+  Cursor start;
   if (a.resume()) {
-    TAGI_RETURN_IF_ERROR(RestoreSnapshot(client, options.worker_id, a, *model, steps,
-                                         &start_epoch, &start_step));
+    TAGI_RETURN_IF_ERROR(RestoreSnapshot(client, options.worker_id, a, *model, trainer,
+                                         data.data.train.num_samples, &start));
   }
   TAGI_ASSIGN_OR_RETURN(const uint64_t fingerprint, model->ParameterFingerprint());
   TAGI_RETURN_IF_ERROR(VerifyReplicas(store, a, fingerprint, options.connect_timeout));
@@ -406,20 +459,31 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   if (a.rank() == 0) snapshots.emplace(client, options.worker_id, a);
   const uint64_t interval = spec.snapshot_interval();
   const double global_batch = static_cast<double>(spec.batch_size()) * a.world_size();
+  // Under this generation's world: the rest of its first epoch, then whole
+  // epochs (for a fixed world, steps * epochs).
+  uint64_t total = start.global_step;
+  if (start.epoch < spec.epochs()) {
+    total += trainer.StepsFrom(start.offset) + (spec.epochs() - start.epoch - 1) * steps;
+  }
   progress.set_steps_per_epoch(steps);
-  progress.set_total_steps(steps * spec.epochs());
-  progress.set_resumed_from_step(start_epoch * steps + start_step);
-  progress.set_global_step(start_epoch * steps + start_step);
-  progress.set_epoch(start_epoch);
-  progress.set_step(start_step);
+  progress.set_total_steps(total);
+  progress.set_resumed_from_step(start.global_step);
+  progress.set_global_step(start.global_step);
+  progress.set_epoch(start.epoch);
+  progress.set_step(start.step);
   control.SetProgress(progress);
   absl::Time last_publish = absl::InfinitePast();
-  for (uint64_t e = start_epoch; e < spec.epochs(); ++e) {
-    const size_t first = e == start_epoch ? start_step : 0;
-    auto on_step = [&](uint64_t epoch, size_t step, size_t epoch_steps, absl::Duration elapsed) {
+  uint64_t global = start.global_step;  // steps done before the epoch below
+  for (uint64_t e = start.epoch; e < spec.epochs(); ++e) {
+    const bool first_epoch = e == start.epoch;
+    const uint64_t first_offset = first_epoch ? start.offset : 0;
+    const uint64_t steps_before = first_epoch ? start.step : 0;  // in this epoch
+    auto on_step = [&](uint64_t epoch, size_t done, size_t to_do, absl::Duration elapsed) {
+      const Cursor at{epoch, steps_before + done, first_offset + done * trainer.global_batch(),
+                      global + done};
       progress.set_epoch(epoch);
-      progress.set_step(step);
-      progress.set_global_step(epoch * steps + step);
+      progress.set_step(at.step);
+      progress.set_global_step(at.global_step);
       const bool first_step = progress.first_step_ms() == 0;
       if (first_step) {
         // Wall time: compared with the coordinator's failure timestamps.
@@ -427,40 +491,40 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
         progress.set_rendezvous_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
       }
       const double sec = absl::ToDoubleSeconds(elapsed);
-      const double done = static_cast<double>(step - first);
-      const double rate = sec > 0 ? done * global_batch / sec : 0.0;
+      const double rate = sec > 0 ? static_cast<double>(done) * global_batch / sec : 0.0;
       progress.set_samples_per_second(rate);
       const double left = static_cast<double>(progress.total_steps() - progress.global_step());
       progress.set_eta_seconds(rate > 0 ? left * global_batch / rate : 0.0);
       progress.set_step_seconds(trainer.last_step().step_seconds);
       progress.set_allreduce_seconds(trainer.last_step().allreduce_seconds);
       progress.set_allreduce_bytes(trainer.last_step().allreduce_bytes);
-      if (snapshots.has_value() && interval > 0 && step < epoch_steps &&
-          progress.global_step() % interval == 0) {
-        OfferSnapshot(*snapshots, a, *model, epoch, step, steps);
+      if (snapshots.has_value() && interval > 0 && done < to_do &&
+          at.global_step % interval == 0) {
+        OfferSnapshot(*snapshots, a, *model, at);
         HoldWhileCoordinatorLost(*snapshots, control, options.collective_timeout);
       }
       // The session sends every report_interval: publishing a copy every
       // step would only be overwritten. A few times per interval suffices.
       const absl::Time now = clock.Now();
-      if (first_step || now - last_publish >= options.report_interval / 4 ||
-          step == epoch_steps) {
+      if (first_step || now - last_publish >= options.report_interval / 4 || done == to_do) {
         control.SetProgress(progress);
         last_publish = now;
       }
       if (options.metrics != nullptr) {
-        const double rank_rate = sec > 0 ? done * spec.batch_size() / sec : 0.0;
+        const double rank_rate = sec > 0 ? static_cast<double>(done) * spec.batch_size() / sec
+                                         : 0.0;
         options.metrics->RecordStep(trainer.last_step(), rank_rate);
       }
     };
-    TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first, on_step));
+    TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first_offset, on_step));
+    global += m.steps;
     FillEpoch(m, progress.add_epochs());
     if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
     // The epoch's metrics go out first: the coordinator writes a snapshot
     // only once it holds the metrics of the epochs before it.
     control.SetProgressNow(progress);
     if (snapshots.has_value()) {
-      OfferSnapshot(*snapshots, a, *model, e + 1, 0, steps);
+      OfferSnapshot(*snapshots, a, *model, {e + 1, 0, 0, global});
       HoldWhileCoordinatorLost(*snapshots, control, options.collective_timeout);
     }
     control.SetProgress(progress);

@@ -185,9 +185,9 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
   }
 }
 
-void Trainer::GatherBatch(uint64_t epoch, size_t step) {
+void Trainer::GatherBatch(uint64_t epoch, size_t offset) {
   const auto& train = data_.data.train;
-  sampler_.Batch(epoch, step, indices_);
+  sampler_.BatchAt(epoch, offset, indices_);
   const size_t d = train.input_dim;
   const uint64_t augment_seed = DeriveSeed(spec_.seed(), kAugmentStream);
   for (size_t i = 0; i < indices_.size(); ++i) {
@@ -226,10 +226,14 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
 }
 
 absl::Status Trainer::Step(uint64_t epoch, size_t step) {
+  return StepAt(epoch, step * sampler_.global_batch());
+}
+
+absl::Status Trainer::StepAt(uint64_t epoch, size_t offset) {
   TAGI_RETURN_IF_ERROR(reserve_status_);
   const absl::Time start = clock_.Now();
   sigma_v_ = SigmaVAtEpoch(spec_.noise(), epoch);
-  GatherBatch(epoch, step);
+  GatherBatch(epoch, offset);
   const size_t b = indices_.size();
   TAGI_RETURN_IF_ERROR(model_.TrainStep(x_.data(), labels_.empty() ? nullptr : labels_.data(),
                                         targets_.empty() ? nullptr : targets_.data(), b,
@@ -253,7 +257,7 @@ absl::Status Trainer::Step(uint64_t epoch, size_t step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<EpochMetrics> Trainer::RunEpoch(uint64_t epoch, size_t first_step,
+absl::StatusOr<EpochMetrics> Trainer::RunEpoch(uint64_t epoch, size_t first_offset,
                                                const ProgressFn& progress) {
   EpochMetrics m;
   m.epoch = epoch;
@@ -261,12 +265,12 @@ absl::StatusOr<EpochMetrics> Trainer::RunEpoch(uint64_t epoch, size_t first_step
   m.sigma_v = sigma_v_;
   correct_ = 0;
   const absl::Time start = clock_.Now();
-  const size_t steps = sampler_.steps_per_epoch();
-  for (size_t step = first_step; step < steps; ++step) {
-    if (auto st = Step(epoch, step); !st.ok()) return st;
-    if (progress) progress(epoch, step + 1, steps, clock_.Now() - start);
+  const size_t steps = sampler_.StepsFrom(first_offset);
+  for (size_t k = 0; k < steps; ++k) {
+    if (auto st = StepAt(epoch, first_offset + k * sampler_.global_batch()); !st.ok()) return st;
+    if (progress) progress(epoch, k + 1, steps, clock_.Now() - start);
   }
-  m.steps = steps - std::min(first_step, steps);
+  m.steps = steps;
   m.samples = m.steps * spec_.batch_size();
   m.seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   m.samples_per_second = m.seconds > 0 ? static_cast<double>(m.samples) / m.seconds : 0.0;

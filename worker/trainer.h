@@ -72,7 +72,9 @@ struct EpochMetrics {
   EvalMetrics test;
 };
 
-// Called after every step: (epoch, step + 1, steps_per_epoch, elapsed).
+// Called after every step of RunEpoch: (epoch, steps run so far in this
+// call, steps this call runs, elapsed). From offset 0 these are (epoch,
+// step + 1, steps_per_epoch, elapsed).
 using ProgressFn = std::function<void(uint64_t, size_t, size_t, absl::Duration)>;
 
 struct TrainerOptions {
@@ -103,13 +105,21 @@ class Trainer {
   int world() const { return world_; }
   const StepTimings& last_step() const { return timings_; }
 
-  // Runs steps [first_step, steps_per_epoch) of `epoch`, then evaluates on
-  // the test split. A failing collective or an agreed stop ends the epoch
-  // with that status (Cancelled for a stop).
-  absl::StatusOr<EpochMetrics> RunEpoch(uint64_t epoch, size_t first_step,
+  // Runs the steps of `epoch` from sample offset `first_offset` (0: the
+  // epoch's start; a resumed generation's snapshot says where, possibly
+  // reached under another world: data/sampler.h "Elastic jobs") to the
+  // epoch's end, then evaluates on the test split. A failing collective or
+  // an agreed stop ends the epoch with that status (Cancelled for a stop).
+  absl::StatusOr<EpochMetrics> RunEpoch(uint64_t epoch, size_t first_offset,
                                         const ProgressFn& progress);
-  // One step: exposed for tests and benchmarks.
+  // One step: exposed for tests and benchmarks. Step(e, s) is
+  // StepAt(e, s * global_batch()).
   absl::Status Step(uint64_t epoch, size_t step);
+  absl::Status StepAt(uint64_t epoch, size_t offset);
+  // Samples of the epoch's sequence one step consumes: world * batch.
+  size_t global_batch() const { return sampler_.global_batch(); }
+  // Steps left in an epoch from `offset`.
+  size_t StepsFrom(size_t offset) const { return sampler_.StepsFrom(offset); }
 
   // Whole-test-split metrics (sharded over the ranks when there are several).
   absl::StatusOr<EvalMetrics> Evaluate();
@@ -118,7 +128,7 @@ class Trainer {
   engine::Preprocessing preprocessing() const;
 
  private:
-  void GatherBatch(uint64_t epoch, size_t step);
+  void GatherBatch(uint64_t epoch, size_t offset);
   absl::Status Reduce(bool stop_vote, bool* stop_agreed);
 
   const tagi::v1::JobSpec& spec_;

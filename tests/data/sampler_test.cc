@@ -123,5 +123,52 @@ TEST(DistributedSampler, MoreRanksThanSamplesStillFillsEveryBatch) {
   EXPECT_EQ(std::set<uint32_t>(all.begin(), all.end()).size(), 3u);
 }
 
+
+TEST(DistributedSampler, OffsetStepsAreTheStepsOfOneWorld) {
+  for (int r = 0; r < 3; ++r) {
+    const DistributedSampler s(100, 4, 3, r, 8);
+    EXPECT_EQ(s.global_batch(), 24u);
+    EXPECT_EQ(s.StepsFrom(0), s.steps_per_epoch());
+    EXPECT_EQ(s.StepsFrom(24), s.steps_per_epoch() - 1);
+    EXPECT_EQ(s.StepsFrom(99), 1u);
+    EXPECT_EQ(s.StepsFrom(100), 0u);
+    for (size_t step = 0; step < s.steps_per_epoch(); ++step) {
+      std::vector<uint32_t> at(8);
+      s.BatchAt(2, step * 24, at);
+      EXPECT_EQ(at, BatchOf(s, 2, step)) << step;
+    }
+  }
+}
+
+// An epoch that runs two steps under world 3, then goes on under world 2
+// from where it was: the samples it trains on are the epoch's sequence,
+// cut into the new world's global batches from that offset, and together
+// they cover every sample once the epoch ends (padding wraps as usual).
+TEST(DistributedSampler, AnEpochGoesOnUnderAnotherWorldFromItsOffset) {
+  const size_t n = 100, batch = 8;
+  const uint64_t seed = 11, epoch = 1;
+  const std::vector<uint32_t> p = EpochPermutation(n, seed, epoch);
+  std::vector<uint32_t> seen;
+  size_t offset = 0;
+  for (int step = 0; step < 2; ++step, offset += 3 * batch) {
+    for (int r = 0; r < 3; ++r) {
+      std::vector<uint32_t> b(batch);
+      DistributedSampler(n, seed, 3, r, batch).BatchAt(epoch, offset, b);
+      seen.insert(seen.end(), b.begin(), b.end());
+    }
+  }
+  const DistributedSampler two(n, seed, 2, 0, batch);
+  EXPECT_EQ(two.StepsFrom(offset), 4u);  // (100 - 48) / 16, rounded up
+  for (; offset < n; offset += 2 * batch) {
+    for (int r = 0; r < 2; ++r) {
+      std::vector<uint32_t> b(batch);
+      DistributedSampler(n, seed, 2, r, batch).BatchAt(epoch, offset, b);
+      seen.insert(seen.end(), b.begin(), b.end());
+    }
+  }
+  ASSERT_EQ(seen.size(), 112u);  // 48 + 4 * 16
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], p[i % n]) << i;
+}
+
 }  // namespace
 }  // namespace tagi::data

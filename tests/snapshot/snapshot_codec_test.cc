@@ -25,6 +25,8 @@ Snapshot SampleSnapshot(size_t n = 6) {
   s.sigma_v = 0.3f;
   for (size_t i = 0; i < 2 * n; ++i) s.parameters.push_back(0.01f * static_cast<float>(i) - 0.05f);
   s.architecture = std::string("fnn:784-100-11\0binary", 21);
+  s.world = 3;
+  s.offset = 17 * 3 * 32;
   return s;
 }
 
@@ -43,6 +45,8 @@ void ExpectBitIdentical(const Snapshot& a, const Snapshot& b) {
                            return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
                          }));
   EXPECT_EQ(a.architecture, b.architecture);
+  EXPECT_EQ(a.world, b.world);
+  EXPECT_EQ(a.offset, b.offset);
 }
 
 // Replaces the CRC trailer with the checksum of the (edited) bytes before it.
@@ -142,10 +146,10 @@ TEST(SnapshotCodec, OtherMagicIsDataLoss) {
 
 // Builds a correctly framed and sealed file around an arbitrary body, so the
 // body decoder itself meets the hostile values.
-std::string Frame(const std::string& body) {
+std::string Frame(const std::string& body, uint32_t version = kSnapshotVersion) {
   ByteWriter w;
   w.PutBytes("TAGISNAP", 8);
-  w.PutU32(kSnapshotVersion);
+  w.PutU32(version);
   w.PutU64(body.size());
   w.PutBytes(body.data(), body.size());
   w.PutU32(0);
@@ -167,9 +171,28 @@ TEST(SnapshotCodec, SealedFramingRoundTripsThroughFrame) {
   w.PutU64(0);
   w.PutString("arch");
   w.PutU64(0);  // state count
+  w.PutU32(2);  // world
+  w.PutU64(64);  // offset
   auto decoded = DecodeSnapshot(Frame(w.data()));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->architecture, "arch");
+  EXPECT_EQ(decoded->world, 2u);
+  EXPECT_EQ(decoded->offset, 64u);
+}
+
+// A version 2 snapshot (written before elastic jobs) has no world and
+// offset: it decodes with world 0, which the restorer reads as "the job's
+// fixed world"; the same body framed as version 3 lacks 12 bytes.
+TEST(SnapshotCodec, VersionTwoDecodesWithUnknownWorld) {
+  ByteWriter w = FixedFields("j");
+  w.PutU64(0);
+  w.PutString("arch");
+  w.PutU64(0);  // state count
+  auto decoded = DecodeSnapshot(Frame(w.data(), 2));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->world, 0u);
+  EXPECT_EQ(decoded->offset, 0u);
+  EXPECT_EQ(DecodeSnapshot(Frame(w.data(), 3)).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(SnapshotCodec, HugeParameterCountIsDataLossWithoutAllocating) {

@@ -62,15 +62,26 @@ void DistributedSampler::Batch(uint64_t epoch, size_t step,
                                std::span<uint32_t> out) const {
   ABSL_RAW_CHECK(step < steps_per_epoch_,
                  "DistributedSampler::Batch: step out of range");
+  BatchAt(epoch, step * global_batch(), out);
+}
+
+void DistributedSampler::BatchAt(uint64_t epoch, size_t offset,
+                                 std::span<uint32_t> out) const {
+  ABSL_RAW_CHECK(offset < num_samples_,
+                 "DistributedSampler::BatchAt: offset out of range");
   ABSL_RAW_CHECK(out.size() == batch_,
                  "DistributedSampler::Batch: out.size() must equal batch");
   const std::vector<uint32_t>& p = PermutationFor(epoch);
-  const size_t global_batch = static_cast<size_t>(world_) * batch_;
-  const size_t start =
-      step * global_batch + static_cast<size_t>(rank_) * batch_;
+  const size_t start = offset + static_cast<size_t>(rank_) * batch_;
   for (size_t j = 0; j < batch_; ++j) {
     out[j] = p[(start + j) % num_samples_];
   }
+}
+
+size_t DistributedSampler::StepsFrom(size_t offset) const {
+  if (offset >= num_samples_) return 0;
+  const size_t g = global_batch();
+  return (num_samples_ - offset + g - 1) / g;
 }
 
 }  // namespace tagi::data

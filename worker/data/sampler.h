@@ -16,6 +16,16 @@
 // seed, and within an epoch the ranks are disjoint except for the padding
 // (fewer than W*B duplicated samples, only when N % (W*B) != 0).
 //
+// Elastic jobs (a world that changes between generations, mid-epoch too):
+// the position in an epoch is an offset into Q, in samples, and a step at
+// offset o takes the global batch Q[o, o + world*batch), rank r the slice
+// [o + r*batch, o + (r+1)*batch); the next step is at o + world*batch and
+// the epoch ends once the offset reaches N. From offset 0 under one world
+// these are exactly the steps above (step s is at offset s*world*batch).
+// A generation that resumes at offset o under another world goes on with
+// the same permutation from o: what every step trains on is a pure
+// function of the sequence of (offset, world) the epoch went through.
+//
 // Batch(epoch, step) depends only on its arguments and the constructor's
 // (resumable from a SamplerCursor). The permutation of the last epoch asked
 // is cached, so Batch() costs O(N) on the first call of an epoch and
@@ -63,6 +73,16 @@ class DistributedSampler {
   // Writes the sample indices of this rank at (epoch, step) into `out`.
   // REQUIRES: step < steps_per_epoch(), out.size() == batch().
   void Batch(uint64_t epoch, size_t step, std::span<uint32_t> out) const;
+
+  // The same for the step at `offset` (see "Elastic jobs" above).
+  // REQUIRES: offset < num_samples(), out.size() == batch().
+  void BatchAt(uint64_t epoch, size_t offset, std::span<uint32_t> out) const;
+
+  // Samples one step advances the offset by: world * batch.
+  size_t global_batch() const { return static_cast<size_t>(world_) * batch_; }
+  // Steps left in an epoch at `offset`: ceil((N - offset) / global_batch),
+  // 0 at or past N.
+  size_t StepsFrom(size_t offset) const;
 
  private:
   const std::vector<uint32_t>& PermutationFor(uint64_t epoch) const;
