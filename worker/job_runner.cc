@@ -570,8 +570,15 @@ JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& opti
     out.ok = true;
   } else if (absl::IsCancelled(st)) {
     out.cancelled = true;
-    out.retryable = shutting_down;  // the job goes on without this worker
-    out.reason = shutting_down ? "the worker is shutting down (signal)" : "cancelled";
+    // The group agreed to stop: this rank was told to cancel, or is
+    // shutting down (the job goes on without it), or neither: then a peer
+    // voted, for either reason, and the coordinator knows which (a
+    // cancelled job stays cancelled; a peer's shutdown ends the generation).
+    const bool told = control.stop_vote.load();
+    out.retryable = shutting_down || !told;
+    out.reason = shutting_down ? "the worker is shutting down (signal)"
+                 : told        ? "cancelled"
+                               : "a peer rank stopped the group (shutting down or cancelled)";
   } else if (control.aborted(&abort_reason)) {
     out.retryable = true;
     out.reason = absl::StrCat("aborted: ", abort_reason, " (", st.message(), ")");

@@ -3,6 +3,12 @@
 //   tagi-train JOB.json [--epochs N] [--device cpu|cuda:N] [--threads T] [--out model.tagi]
 //              [--json]
 //   tagi-train --eval model.tagi JOB.json [--device cpu|cuda:N] [--json]
+//   tagi-train JOB.json --world-schedule 0:3,40:2,80:3 [--out model.tagi] [--json]
+//
+// --world-schedule trains as an uninterrupted data-parallel run whose world
+// changes at the given global steps (its ranks are threads of this process;
+// worker/world_schedule.h): the model an elastic job must equal when it
+// went through those worlds (its Job.worlds).
 //
 // The reference that data-parallel runs are checked against, and what a
 // researcher runs first. main() parses flags into Options, sets the
@@ -17,6 +23,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/clock.h"
@@ -31,6 +38,7 @@
 #include "worker/engine/model.h"
 #include "worker/engine/model_file.h"
 #include "worker/trainer.h"
+#include "worker/world_schedule.h"
 
 ABSL_FLAG(int, epochs, 0, "Override the job's number of epochs (0: the job's).");
 ABSL_FLAG(int, threads, 1, "BLAS threads of the CPU engine.");
@@ -40,6 +48,9 @@ ABSL_FLAG(std::string, out, "", "Write the trained model to this file.");
 ABSL_FLAG(bool, json, false, "End with one JSON line of final metrics on stdout.");
 ABSL_FLAG(std::string, eval, "", "Evaluate this model file on the job's test data instead of training.");
 ABSL_FLAG(bool, progress, true, "Show a progress bar when stderr is a terminal.");
+ABSL_FLAG(std::string, world_schedule, "",
+          "FROM:WORLD,...: train through these worlds (ranks as threads over loopback), the "
+          "reference of an elastic job whose Job.worlds says the same.");
 
 namespace tagi {
 namespace {
@@ -53,6 +64,7 @@ struct Options {
   bool json = false;
   std::string eval;
   bool progress = true;
+  std::string world_schedule;
 };
 
 constexpr size_t kEvalBatch = 256;
@@ -123,7 +135,51 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// The checksum line, --out and --json of a finished training run.
+absl::Status Finish(const Options& opt, const tagi::v1::JobSpec& spec,
+                    const engine::Architecture& arch, const engine::Preprocessing& prep,
+                    const std::vector<float>& parameters, const std::vector<float>& state,
+                    const EvalMetrics& test, double seconds, size_t samples,
+                    const std::string& extra_json) {
+  const std::string checksum = FingerprintHex(
+      ModelFingerprint(parameters.data(), parameters.size(), state.data(), state.size()));
+  if (!opt.out.empty()) {
+    TAGI_RETURN_IF_ERROR(engine::SaveModelFile(opt.out, arch, prep, parameters, state));
+    std::fprintf(stderr, "model written to %s (parameter checksum %s)\n", opt.out.c_str(),
+                 checksum.c_str());
+  }
+  if (opt.json) {
+    std::printf("{\"job\":\"%s\",\"epochs\":%u,%s,\"train_seconds\":%.3f,"
+                "\"samples_per_second\":%.1f,\"parameter_checksum\":\"%s\"%s}\n",
+                spec.name().c_str(), spec.epochs(), MetricsJson(spec, test).c_str(), seconds,
+                seconds > 0 ? samples / seconds : 0.0, checksum.c_str(), extra_json.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunSchedule(const Options& opt, const tagi::v1::JobSpec& spec, Clock& clock) {
+  TAGI_ASSIGN_OR_RETURN(const std::vector<WorldStretch> schedule,
+                        ParseWorldSchedule(opt.world_schedule));
+  TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
+  const absl::Time start = clock.Now();
+  TAGI_ASSIGN_OR_RETURN(const ScheduleResult r, RunWorldSchedule(spec, d, schedule, clock));
+  const double seconds = absl::ToDoubleSeconds(clock.Now() - start);
+  std::string worlds;
+  for (const WorldStretch& s : schedule) {
+    if (s.from_step >= r.steps) break;
+    absl::StrAppend(&worlds, worlds.empty() ? "" : ",", s.from_step, ":", s.world);
+  }
+  std::fprintf(stderr, "%s: %d steps through worlds %s  %s  %.2f s\n",
+               spec.name().empty() ? opt.job_path.c_str() : spec.name().c_str(),
+               static_cast<int>(r.steps), worlds.c_str(),
+               MetricsText(spec, r.last_epoch.test).c_str(), seconds);
+  return Finish(opt, spec, r.architecture, r.preprocessing, r.parameters, r.state,
+                r.last_epoch.test, seconds, 0,
+                absl::StrFormat(",\"steps\":%d,\"worlds\":\"%s\"", r.steps, worlds));
+}
+
 absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& clock) {
+  if (!opt.world_schedule.empty()) return RunSchedule(opt, spec, clock);
   TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
   TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
   TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, d, spec.batch_size(), device));
@@ -172,23 +228,8 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& 
   TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
   std::vector<float> state(model->num_state());
   TAGI_RETURN_IF_ERROR(model->ReadState(state));
-  const std::string checksum =
-      FingerprintHex(
-        ModelFingerprint(parameters.data(), parameters.size(), state.data(), state.size()));
-  if (!opt.out.empty()) {
-    TAGI_RETURN_IF_ERROR(
-        engine::SaveModelFile(opt.out, arch, trainer.preprocessing(), parameters, state));
-    std::fprintf(stderr, "model written to %s (parameter checksum %s)\n", opt.out.c_str(),
-                 checksum.c_str());
-  }
-  if (opt.json) {
-    std::printf("{\"job\":\"%s\",\"epochs\":%u,%s,\"train_seconds\":%.3f,"
-                "\"samples_per_second\":%.1f,\"parameter_checksum\":\"%s\"}\n",
-                spec.name().c_str(), spec.epochs(), MetricsJson(spec, last.test).c_str(),
-                total_seconds, total_seconds > 0 ? total_samples / total_seconds : 0.0,
-                checksum.c_str());
-  }
-  return absl::OkStatus();
+  return Finish(opt, spec, arch, trainer.preprocessing(), parameters, state, last.test,
+                total_seconds, total_samples, "");
 }
 
 int Run(const Options& opt, Clock& clock) {
@@ -216,6 +257,7 @@ int main(int argc, char** argv) {
       "  tagi-train JOB.json [--epochs N] [--device cpu|cuda:N] [--threads T] [--out model.tagi]\n"
       "             [--json]\n"
       "  tagi-train --eval model.tagi JOB.json [--device cpu|cuda:N] [--json]\n"
+      "  tagi-train JOB.json --world-schedule 0:3,40:2,80:3 [--out model.tagi] [--json]\n"
       "Run with --helpfull for every flag.");
   std::vector<char*> args = tagi::ParseFlags(argc, argv);
   if (args.size() != 2) {
@@ -232,6 +274,7 @@ int main(int argc, char** argv) {
   opt.json = absl::GetFlag(FLAGS_json);
   opt.eval = absl::GetFlag(FLAGS_eval);
   opt.progress = absl::GetFlag(FLAGS_progress);
+  opt.world_schedule = absl::GetFlag(FLAGS_world_schedule);
   if (opt.epochs < 0 || opt.threads < 1 || opt.threads > 256) {
     std::fprintf(stderr, "tagi-train: --epochs must be >= 0 and --threads in 1..256\n");
     return 2;
