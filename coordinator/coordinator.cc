@@ -551,7 +551,8 @@ void Coordinator::MaybeGrowLocked(JobRecord& r) {
   std::fprintf(stderr, "tagi-coordinator: job %s generation %d: %s\n", job.id().c_str(),
                static_cast<int>(job.generation()), reason.c_str());
   r.job.set_resizes(job.resizes() + 1);
-  EndGenerationLocked(r, reason, absl::StrCat("growing: ", reason));
+  r.grew_ms = NowMs();
+  EndGenerationLocked(r, reason, absl::StrCat("growing: ", reason), /*planned=*/true);
 }
 
 void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {

@@ -320,6 +320,9 @@ class Coordinator {
     // When it last became pending (submitted, or a generation ended): an
     // elastic job's settle time counts from here (MembershipOptions).
     absl::Time pending_since;
+    // Unix ms when it was last told to grow (0: not since its last first
+    // step): the log says how long the re-formation took.
+    int64_t grew_ms = 0;
   };
   struct WorkerRecord {
     tagi::v1::WorkerInfo info;
@@ -388,9 +391,12 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The part of it a planned re-formation shares: the ranks get ABORT
   // (`reason`), are released, and the job waits (PENDING, `state_reason`)
-  // for its next generation.
+  // for its next generation. After a failure a rank is placed again only
+  // once it asks (it may be dead); `planned` (growth) keeps them ready, so
+  // that the next generation is formed with them, not without them.
   void EndGenerationLocked(JobRecord& r, const std::string& reason,
-                           const std::string& state_reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                           const std::string& state_reason, bool planned = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // At a snapshot point of a running elastic job (its newest snapshot was
   // just accepted): ends the generation when DecideGrowth says it grows;
   // the next one resumes from that snapshot with more ranks.

@@ -161,6 +161,15 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
     const bool new_epoch = merged.epochs_size() != rec.job.progress().epochs_size();
     *rec.job.mutable_progress() = std::move(merged);
     if (p.rendezvous_seconds() > 0) rec.job.set_rendezvous_seconds(p.rendezvous_seconds());
+    if (rec.grew_ms > 0 && p.first_step_ms() > 0) {
+      std::fprintf(stderr,
+                   "tagi-coordinator: job %s generation %d (world %d): first step %d ms after "
+                   "the growth was decided\n",
+                   rec.job.id().c_str(), static_cast<int>(rec.job.generation()),
+                   static_cast<int>(rec.job.world_size()),
+                   static_cast<int>(p.first_step_ms() - rec.grew_ms));
+      rec.grew_ms = 0;
+    }
     if (rec.job.recoveries_size() > 0 && p.first_step_ms() > 0) {
       tagi::v1::Recovery& last = *rec.job.mutable_recoveries()->rbegin();
       if (last.new_generation() == rec.job.generation() && last.first_step_ms() == 0) {
@@ -186,6 +195,11 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
       AcceptSnapshotLocked(rec, rec.awaiting_step, rec.awaiting_epoch, std::move(rec.awaiting));
       rec.awaiting.reset();
       MaybeGrowLocked(rec);
+      if (rec.job.state() != tagi::v1::RUNNING || rec.job.generation() != report.generation()) {
+        reply.set_directive(tagi::v1::ABORT);  // it grew: this generation is over
+        reply.set_reason(absl::StrFormat("generation %d ended to grow at the snapshot of step %d",
+                                         report.generation(), rec.newest_step));
+      }
     }
   }
   return reply;

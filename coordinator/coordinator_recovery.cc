@@ -248,6 +248,7 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
   rec.set_failed_at_step(std::max<uint64_t>(r.max_reported_step, job.progress().global_step()));
   if (job.recoveries_size() > kMaxRecoveries) job.mutable_recoveries()->DeleteSubrange(0, 1);
   job.set_restarts(job.restarts() + 1);
+  r.grew_ms = 0;
   if (r.awaiting != nullptr) {
     // Resuming from it keeps "at most one snapshot interval redone"; the
     // metrics of the epochs it finished are lost if rank 0 never reports
@@ -264,7 +265,7 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
 }
 
 void Coordinator::EndGenerationLocked(JobRecord& r, const std::string& reason,
-                                      const std::string& state_reason) {
+                                      const std::string& state_reason, bool planned) {
   Job& job = r.job;
   r.previous_workers.assign(job.workers().begin(), job.workers().end());
   for (const std::string& id : r.previous_workers) {
@@ -273,7 +274,7 @@ void Coordinator::EndGenerationLocked(JobRecord& r, const std::string& reason,
     WorkerRecord& w = it->second;
     DirectLocked(w, tagi::v1::ABORT, job.id(), job.generation(), reason);
     ReleaseWorkerLocked(id);
-    w.checked_in = false;  // placed again once it asks for work
+    if (!planned) w.checked_in = false;  // placed again once it asks for work
   }
   store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
   r.resume.reset();

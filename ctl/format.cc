@@ -145,6 +145,17 @@ std::string JobDetails(const tagi::v1::Job& j) {
       j.workers().empty() ? "-" : Printable(absl::StrJoin(j.workers(), ",")),
       Time(j.submit_time_ms()),
       Time(j.start_time_ms()), Time(j.end_time_ms()));
+  if (j.max_world_size() > 0 || j.worlds_size() > 1) {
+    // Elastic (or resized): the bounds and the worlds it went through, as
+    // tagi-train --world-schedule takes them.
+    std::string worlds;
+    for (const auto& w : j.worlds()) {
+      absl::StrAppend(&worlds, worlds.empty() ? "" : ",", w.from_step(), ":", w.world());
+    }
+    absl::StrAppendFormat(&out, "elastic    %d-%d ranks, grew %d times, worlds %s\n",
+                          j.min_world_size(), j.max_world_size(), j.resizes(),
+                          worlds.empty() ? "-" : worlds);
+  }
   if (p.total_steps() > 0) {
     absl::StrAppendFormat(&out,
                           "progress   step %d/%d  %s samples/s  step %.2f ms  all-reduce %.2f ms "

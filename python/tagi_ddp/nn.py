@@ -376,7 +376,8 @@ class Sequential:
     def to_job_dict(self, *, name, data, sigma_v, batch_size, epochs, num_classes=None,
                     input_shape=None, sigma_v_decay=None, sigma_v_min=None, seed=None,
                     reduction=None, snapshot_interval=None, world_size=None, device=None,
-                    backend=None, sync_batch_norm=False, init_from=None):
+                    backend=None, sync_batch_norm=False, init_from=None,
+                    min_world_size=None, max_world_size=None):
         """The job in the JSON form of the job files (examples/*.json).
 
         num_classes: classification by hierarchical softmax over that many
@@ -389,7 +390,14 @@ class Sequential:
         must be this one). The path is read where the job runs: by tagi-train,
         or by every worker, under its --data-root. A file written by
         tagi_ddp.pytagi_format.from_pytagi starts a job from pytagi's training.
+        min_world_size / max_world_size: an elastic job (world_size must then
+        be None): it runs with as few as the minimum and grows to the maximum
+        at snapshot points when workers are idle (README "Elastic jobs").
         """
+        if world_size is not None and (min_world_size is not None or
+                                       max_world_size is not None):
+            raise ValueError("world_size and min_world_size/max_world_size exclude each other: "
+                             "an elastic job sets its bounds instead")
         shape = tuple(input_shape) if input_shape else self.input_shape()
         layers, _ = _layer_dicts(self.layers, shape)
         job = {"name": name}
@@ -409,6 +417,7 @@ class Sequential:
         job["batchSize"] = int(batch_size)
         job["epochs"] = int(epochs)
         optional = {"seed": seed, "reduction": reduction, "worldSize": world_size,
+                    "minWorldSize": min_world_size, "maxWorldSize": max_world_size,
                     "snapshotInterval": snapshot_interval, "device": device, "backend": backend}
         job.update({k: v for k, v in optional.items() if v is not None})
         if sync_batch_norm:

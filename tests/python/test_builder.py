@@ -151,3 +151,15 @@ def test_layer_norm_shape_that_does_not_fit_is_refused():
 def test_bad_sizes_are_refused_at_construction(make):
     with pytest.raises(ValueError, match="expected an integer"):
         make()
+
+
+def test_elastic_bounds_go_into_the_job_and_exclude_a_fixed_world():
+    net = Sequential(Linear(1, 8), ReLU(), Linear(8, 1))
+    job = net.to_job_dict(name="elastic", data=data.toy_cubic(), sigma_v=0.1, batch_size=4,
+                          epochs=1, min_world_size=1, max_world_size=3)
+    assert job["minWorldSize"] == 1 and job["maxWorldSize"] == 3 and "worldSize" not in job
+    spec = json_format.ParseDict(job, job_pb2.JobSpec())
+    assert (spec.min_world_size, spec.max_world_size) == (1, 3)
+    with pytest.raises(ValueError, match="exclude each other"):
+        net.to_job_dict(name="x", data=data.toy_cubic(), sigma_v=0.1, batch_size=4, epochs=1,
+                        world_size=2, max_world_size=3)
