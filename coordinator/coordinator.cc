@@ -524,7 +524,8 @@ std::vector<WorkerView> Coordinator::WorkerViewsLocked() {
   views.reserve(workers_.size());
   for (const auto& [id, w] : workers_) {
     views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen,
-                     IsCudaDevice(w.info.device())});
+                     IsCudaDevice(w.info.device()),
+                     !w.gone && !w.checked_in && w.job_id.empty()});
   }
   return views;
 }

@@ -108,6 +108,17 @@ std::vector<std::string> AssignRanks(const PendingJobView& job, std::vector<Free
   return ranks;
 }
 
+// Whether any of the job's previous workers is still returning (or, for a
+// job that never ran, whether more workers may yet register): what an
+// elastic job's settle time waits for.
+bool Awaits(const PendingJobView& job, const std::vector<WorkerView>& workers) {
+  if (job.previous.empty()) return true;
+  return std::any_of(workers.begin(), workers.end(), [&](const WorkerView& w) {
+    return w.returning &&
+           std::find(job.previous.begin(), job.previous.end(), w.id) != job.previous.end();
+  });
+}
+
 }  // namespace
 
 std::vector<Placement> DecidePlacements(absl::Time now,
@@ -124,7 +135,7 @@ std::vector<Placement> DecidePlacements(absl::Time now,
     const size_t available = eligible.size();
     const size_t need = std::min(available, static_cast<size_t>(job.world));
     if (elastic && need < static_cast<size_t>(job.world) &&
-        now - job.since < options.elastic_settle) {
+        now - job.since < options.elastic_settle && Awaits(job, workers)) {
       // Waiting for more: hold the ones it has (previous workers first).
       size_t kept = 0;
       AssignRanks(job, eligible, need, &kept);

@@ -32,6 +32,9 @@ struct WorkerView {
   bool idle = false;        // registered and not in a job
   absl::Time last_seen;
   bool gpu = false;         // started with --device cuda:N
+  // Told to leave its failed or re-forming generation and not heard from
+  // since (it asks for work again within a poll): expected back soon.
+  bool returning = false;
 };
 
 struct PendingJobView {
@@ -70,7 +73,9 @@ struct Placement {
 // many workers are eligible; with fewer (at least min_world) once
 // options.elastic_settle has passed since it became pending; until then
 // it holds the workers it would take, so that a younger job does not take
-// them meanwhile. Resuming with fewer or more ranks than before, the
+// them meanwhile. A job resuming does not wait out the settle time once
+// none of its previous workers is still returning (the survivors of its
+// last generation are all back, the others are gone or busy). Resuming with fewer or more ranks than before, the
 // previous workers that are free come first, in their old rank order
 // (ranks stay 0..world-1).
 std::vector<Placement> DecidePlacements(absl::Time now,

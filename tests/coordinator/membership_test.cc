@@ -200,9 +200,207 @@ TEST(DecidePlacements, ResumedGpuJobKeepsItsGpuRanksAndNeverTakesACpuWorker) {
   EXPECT_THAT(placed[0].reason, HasSubstr("resumed on 3 cuda workers (1 kept their ranks)"));
 }
 
+// Elastic jobs (min_world > 0): `world` is the maximum; `since` when the
+// job became pending (its settle time counts from there).
+PendingJobView Elastic(const std::string& id, int min_world, int max_world,
+                       absl::Time since = kNow, std::vector<std::string> previous = {},
+                       bool gpu = false) {
+  PendingJobView v;
+  v.id = id;
+  v.world = max_world;
+  v.previous = std::move(previous);
+  v.gpu = gpu;
+  v.min_world = min_world;
+  v.since = since;
+  return v;
+}
+
+MembershipOptions ElasticOptions() {
+  MembershipOptions o = Options();
+  o.elastic_settle = absl::Seconds(2);
+  return o;
+}
+
+TEST(DecidePlacementsElastic, StartsWithItsMaximumAtOnceWhenThatManyAreIdle) {
+  const auto placed =
+      DecidePlacements(kNow, {Elastic("job-1", 1, 3)}, IdleWorkers(3), ElasticOptions());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2", "w-3"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("(elastic 1-3)"));
+  // More idle than its maximum: it takes its maximum.
+  const auto more =
+      DecidePlacements(kNow, {Elastic("job-1", 1, 3)}, IdleWorkers(5), ElasticOptions());
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_THAT(more[0].workers, ElementsAre("w-1", "w-2", "w-3"));
+}
+
+TEST(DecidePlacementsElastic, WithFewerThanItsMaximumItStartsOnlyAfterTheSettleTime) {
+  const MembershipOptions o = ElasticOptions();
+  const absl::Time since = kNow - absl::Seconds(5);
+  const std::vector<PendingJobView> queue = {Elastic("job-1", 1, 3, since)};
+  EXPECT_THAT(DecidePlacements(since, queue, IdleWorkers(2), o), IsEmpty());
+  EXPECT_THAT(DecidePlacements(since + o.elastic_settle - absl::Milliseconds(1), queue,
+                               IdleWorkers(2), o),
+              IsEmpty());
+  const auto placed = DecidePlacements(since + o.elastic_settle, queue, IdleWorkers(2), o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("world 2 (elastic 1-3)"));
+  // Long after, the same.
+  EXPECT_EQ(DecidePlacements(kNow, queue, IdleWorkers(2), o).size(), 1u);
+}
+
+TEST(DecidePlacementsElastic, NeverStartsBelowItsMinimum) {
+  const MembershipOptions o = ElasticOptions();
+  const std::vector<PendingJobView> queue = {Elastic("job-1", 2, 3, kNow - absl::Hours(1))};
+  EXPECT_THAT(DecidePlacements(kNow, queue, IdleWorkers(1), o), IsEmpty());
+  EXPECT_THAT(DecidePlacements(kNow, queue, {Idle("w-1"), Idle("w-2", absl::Seconds(11))}, o),
+              IsEmpty())
+      << "a dead worker does not count";
+  const auto placed = DecidePlacements(kNow, queue, IdleWorkers(2), o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2"));
+}
+
+TEST(DecidePlacementsElastic, AJobInItsSettleTimeHoldsItsWorkersAgainstYoungerJobs) {
+  const MembershipOptions o = ElasticOptions();
+  // job-1 (elastic 1-3) waits for a third worker: the younger job-2 does
+  // not take the two it holds...
+  EXPECT_THAT(DecidePlacements(kNow, {Elastic("job-1", 1, 3), {"job-2", 1}}, IdleWorkers(2), o),
+              IsEmpty());
+  // ...and once the settle time is over job-1 starts on them.
+  const auto later = DecidePlacements(kNow + o.elastic_settle,
+                                      {Elastic("job-1", 1, 3), {"job-2", 1}}, IdleWorkers(2), o);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].job_id, "job-1");
+  // A younger job gets only the rest: a GPU elastic job holds the GPU
+  // workers (w-3, w-4); a CPU job of world 2 takes w-1, w-2, one of world 3
+  // (which would spill onto a GPU worker) waits.
+  const PendingJobView gpu = Elastic("job-1", 1, 3, kNow, {}, /*gpu=*/true);
+  auto placed = DecidePlacements(kNow, {gpu, {"job-2", 2}}, MixedWorkers(), o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, "job-2");
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2"));
+  EXPECT_THAT(DecidePlacements(kNow, {gpu, {"job-2", 3}}, MixedWorkers(), o), IsEmpty());
+  // Not while it cannot start at all (below its minimum): then it holds nothing.
+  placed = DecidePlacements(kNow, {Elastic("job-1", 3, 4), {"job-2", 1}}, IdleWorkers(2), o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].job_id, "job-2");
+}
+
+TEST(DecidePlacementsElastic, ResumesOnItsSurvivorsInTheirOldRankOrderAfterTheSettleTime) {
+  const MembershipOptions o = ElasticOptions();
+  // Generation 1 ran on w-1, w-2, w-3; w-2 is gone.
+  const std::vector<PendingJobView> queue = {
+      Elastic("job-1", 1, 3, kNow, {"w-1", "w-2", "w-3"})};
+  const std::vector<WorkerView> survivors = {Idle("w-1"), Idle("w-3")};
+  EXPECT_THAT(DecidePlacements(kNow, queue, survivors, o), IsEmpty());
+  const auto placed = DecidePlacements(kNow + o.elastic_settle, queue, survivors, o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-3"));  // ranks 0, 1
+  EXPECT_THAT(placed[0].reason, HasSubstr("resumed on 2 workers (elastic 1-3) (2 kept"));
+  // Rank order, not id order: w-3 was rank 0.
+  const auto reordered =
+      DecidePlacements(kNow + o.elastic_settle,
+                       {Elastic("job-1", 1, 3, kNow, {"w-3", "w-2", "w-1"})}, survivors, o);
+  ASSERT_EQ(reordered.size(), 1u);
+  EXPECT_THAT(reordered[0].workers, ElementsAre("w-3", "w-1"));
+}
+
+TEST(DecidePlacementsElastic, ResumesAtOnceWithASpareWhenItReachesItsMaximum) {
+  const std::vector<WorkerView> workers = {Idle("w-1"), Idle("w-3"), Idle("w-4")};
+  const auto placed = DecidePlacements(
+      kNow, {Elastic("job-1", 1, 3, kNow, {"w-1", "w-2", "w-3"})}, workers, ElasticOptions());
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-3", "w-4"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("(2 kept their ranks)"));
+}
+
+TEST(DecidePlacementsElastic, AGpuElasticJobTakesOnlyGpuWorkers) {
+  const MembershipOptions o = ElasticOptions();
+  const PendingJobView job = Elastic("job-1", 1, 3, kNow, {}, /*gpu=*/true);
+  EXPECT_THAT(DecidePlacements(kNow + absl::Hours(1), {job}, IdleWorkers(8), o), IsEmpty());
+  EXPECT_THAT(DecidePlacements(kNow, {job}, MixedWorkers(), o), IsEmpty());  // settling
+  const auto placed = DecidePlacements(kNow + o.elastic_settle, {job}, MixedWorkers(), o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-3", "w-4"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("cuda"));
+}
+
+// w-1, w-2 run the job; the others as given.
+std::vector<WorkerView> Running(std::vector<WorkerView> idle) {
+  std::vector<WorkerView> out = {Idle("w-1"), Idle("w-2")};
+  out[0].idle = out[1].idle = false;
+  for (WorkerView& w : idle) out.push_back(std::move(w));
+  return out;
+}
+
+TEST(DecideGrowth, GrowsByTheIdleWorker) {
+  const auto g = DecideGrowth(kNow, {"job-1", 2, 3}, {}, Running({Idle("w-3")}), Options());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->job_id, "job-1");
+  EXPECT_EQ(g->from, 2);
+  EXPECT_EQ(g->to, 3);
+  EXPECT_THAT(g->joining, ElementsAre("w-3"));
+  EXPECT_THAT(g->reason, HasSubstr("growing from 2 to 3"));
+  EXPECT_THAT(g->reason, HasSubstr("w-3"));
+}
+
+TEST(DecideGrowth, NeverBeyondItsMaximum) {
+  const auto g = DecideGrowth(kNow, {"job-1", 2, 3}, {}, Running({Idle("w-3"), Idle("w-4")}),
+                              Options());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->to, 3);
+  EXPECT_THAT(g->joining, ElementsAre("w-3"));
+  EXPECT_FALSE(
+      DecideGrowth(kNow, {"job-1", 3, 3}, {}, Running({Idle("w-3"), Idle("w-4")}), Options())
+          .has_value());
+}
+
+TEST(DecideGrowth, WaitingJobsComeFirst) {
+  const std::vector<WorkerView> workers = Running({Idle("w-3")});
+  EXPECT_FALSE(
+      DecideGrowth(kNow, {"job-1", 2, 3}, {{"job-2", 1}}, workers, Options()).has_value());
+  // A larger job that cannot start yet still comes first.
+  EXPECT_FALSE(
+      DecideGrowth(kNow, {"job-1", 2, 3}, {{"job-2", 4}}, workers, Options()).has_value());
+  // A GPU job cannot use the idle CPU worker: the running job grows.
+  const auto g =
+      DecideGrowth(kNow, {"job-1", 2, 3}, {GpuJob("job-2", 1)}, workers, Options());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_THAT(g->joining, ElementsAre("w-3"));
+}
+
+TEST(DecideGrowth, OnlyLiveEligibleWorkersCount) {
+  EXPECT_FALSE(DecideGrowth(kNow, {"job-1", 2, 3}, {},
+                            Running({Idle("w-3", absl::Seconds(11))}), Options())
+                   .has_value())
+      << "a timed-out worker is dead";
+  WorkerView cpu = Idle("w-3");
+  const RunningJobView gpu_job{"job-1", 2, 3, /*gpu=*/true};
+  EXPECT_FALSE(DecideGrowth(kNow, gpu_job, {}, Running({cpu}), Options()).has_value());
+  WorkerView gpu = Idle("w-4");
+  gpu.gpu = true;
+  const auto g = DecideGrowth(kNow, gpu_job, {}, Running({cpu, gpu}), Options());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_THAT(g->joining, ElementsAre("w-4"));
+}
+
+TEST(DecideGrowth, TheReasonNamesEveryJoiningWorker) {
+  const auto g = DecideGrowth(kNow, {"job-1", 2, 4}, {}, Running({Idle("w-4"), Idle("w-3")}),
+                              Options());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_THAT(g->joining, ElementsAre("w-3", "w-4"));
+  EXPECT_THAT(g->reason, HasSubstr("growing from 2 to 4"));
+  EXPECT_THAT(g->reason, HasSubstr("idle workers w-3, w-4"));
+}
+
 TEST(WaitingReason, NamesTheDeviceKind) {
   EXPECT_EQ(WaitingReason(2, false), "waiting for 2 idle workers");
   EXPECT_EQ(WaitingReason(1, true), "waiting for 1 idle cuda workers");
+  EXPECT_EQ(WaitingReason(3, false, 1), "waiting for 1 to 3 idle workers");
+  EXPECT_EQ(WaitingReason(3, true, 2), "waiting for 2 to 3 idle cuda workers");
+  EXPECT_EQ(WaitingReason(3, false, 3), "waiting for 3 idle workers");  // min == max
 }
 
 TEST(IsCudaDevice, ParsesDeviceStrings) {
