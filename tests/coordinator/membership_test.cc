@@ -306,6 +306,27 @@ TEST(DecidePlacementsElastic, ResumesOnItsSurvivorsInTheirOldRankOrder) {
   EXPECT_THAT(reordered[0].workers, ElementsAre("w-3", "w-1"));
 }
 
+TEST(DecidePlacementsElastic, AResumingJobWaitsOnlyWhileAPreviousWorkerIsReturning) {
+  const MembershipOptions o = ElasticOptions();
+  const std::vector<PendingJobView> queue = {
+      Elastic("job-1", 1, 3, kNow, {"w-1", "w-2", "w-3"})};
+  // w-3 was told to leave the failed generation and has not asked again.
+  WorkerView w3 = Idle("w-3");
+  w3.idle = false;
+  w3.returning = true;
+  EXPECT_THAT(DecidePlacements(kNow, queue, {Idle("w-1"), w3}, o), IsEmpty());
+  // A returning worker that is not a previous one is not waited for.
+  WorkerView w9 = w3;
+  w9.id = "w-9";
+  auto placed = DecidePlacements(kNow, queue, {Idle("w-1"), Idle("w-3"), w9}, o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-3"));
+  // The settle time bounds the wait for one that never comes back.
+  placed = DecidePlacements(kNow + o.elastic_settle, queue, {Idle("w-1"), w3}, o);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_THAT(placed[0].workers, ElementsAre("w-1"));
+}
+
 TEST(DecidePlacementsElastic, ResumesAtOnceWithASpareWhenItReachesItsMaximum) {
   const std::vector<WorkerView> workers = {Idle("w-1"), Idle("w-3"), Idle("w-4")};
   const auto placed = DecidePlacements(
