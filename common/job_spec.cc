@@ -227,11 +227,14 @@ void CheckData(const DataSpec& data, Problems& p) {
       }
       break;
     case DataSpec::TOY_CUBIC:
-      if (data.has_toy_train_size() && data.toy_train_size() < 1) {
-        p.Add("data.toy_train_size: 0; expected >= 1");
+      // Generated in every worker's memory: bounded like a file's rows.
+      if (data.has_toy_train_size() &&
+          (data.toy_train_size() < 1 || data.toy_train_size() > kMaxToySamples)) {
+        p.Add("data.toy_train_size: %d; expected 1..%d", data.toy_train_size(), kMaxToySamples);
       }
-      if (data.has_toy_test_size() && data.toy_test_size() < 1) {
-        p.Add("data.toy_test_size: 0; expected >= 1");
+      if (data.has_toy_test_size() &&
+          (data.toy_test_size() < 1 || data.toy_test_size() > kMaxToySamples)) {
+        p.Add("data.toy_test_size: %d; expected 1..%d", data.toy_test_size(), kMaxToySamples);
       }
       break;
     case DataSpec::CIFAR10:

@@ -48,6 +48,8 @@ inline constexpr size_t kMaxJobNameBytes = 256;
 inline constexpr size_t kMaxDataPathBytes = 1024;
 // Epochs of one job: each finished epoch adds a metrics record to the job.
 inline constexpr uint32_t kMaxEpochs = 100000;
+// Samples of a generated (TOY_CUBIC) split: 10 M, 80 MB of floats per worker.
+inline constexpr uint32_t kMaxToySamples = 10'000'000;
 // The largest model file or snapshot the coordinator accepts by default
 // (CoordinatorOptions::max_model_bytes, max_snapshot_bytes): a network
 // whose parameters (mean and variance, 8 bytes each) and state would not

@@ -467,6 +467,35 @@ TEST(JobSpec, WorldSizeAboveTheLimitIsRefused) {
   EXPECT_THAT(Problems(spec), HasSubstr("world_size"));
 }
 
+TEST(JobSpec, ElasticBoundsAreCheckedAndExcludeAFixedWorld) {
+  JobSpec spec = ValidSpec();
+  spec.set_world_size(0);
+  spec.set_min_world_size(1);
+  spec.set_max_world_size(3);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_TRUE(IsElastic(spec));
+  spec.set_world_size(2);
+  EXPECT_THAT(Problems(spec), HasSubstr("an elastic job"));
+  spec.set_world_size(0);
+  spec.set_min_world_size(4);
+  EXPECT_THAT(Problems(spec), HasSubstr("min_world_size: 4 exceeds max_world_size 3"));
+  spec.set_min_world_size(1);
+  spec.set_max_world_size(kMaxWorldSize + 1);
+  EXPECT_THAT(Problems(spec), HasSubstr("max_world_size"));
+  EXPECT_FALSE(IsElastic(ValidSpec()));
+}
+
+TEST(JobSpec, GeneratedDataSizesAreBounded) {
+  auto spec = ParseJobSpecJson(R"({"name": "t",
+    "layers": [{"linear": {"inFeatures": 1, "outFeatures": 1}}], "head": {"regression": {}},
+    "data": {"kind": "TOY_CUBIC", "toyTrainSize": 4000000000}, "noise": {"sigmaV": 1},
+    "batchSize": 1, "epochs": 1})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(Problems(*spec), HasSubstr("data.toy_train_size: 4000000000; expected 1..10000000"));
+  spec->mutable_data()->set_toy_train_size(kMaxToySamples);
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+}
+
 TEST(JobSpec, BadDeviceStringsAreRefused) {
   for (const char* device : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CPU"}) {
     JobSpec spec = ValidSpec();

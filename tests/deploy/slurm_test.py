@@ -233,8 +233,11 @@ def run_sbatch(cluster, source, bin_dir, work, job, out, extra=()):
 
 def cancel_while_running(cluster, args, work, failures):
     """scancel in the middle of a long job: the script's trap stops everything."""
-    job = job_spec("long", {"kind": "TOY_CUBIC", "toyTrainSize": 40, "toyTestSize": 40})
-    job["epochs"] = 100000
+    # Long through its epochs' length, not their number: every epoch adds a
+    # record to the job's progress (tens of thousands of 2-step epochs made
+    # the coordinator rewrite megabytes per epoch and stall under load).
+    job = job_spec("long", {"kind": "TOY_CUBIC", "toyTrainSize": 400000, "toyTestSize": 40})
+    job["epochs"] = 50
     cmd, log, node_dir = sbatch_command(args.source, args.bin, work, job,
                                         os.path.join(work, "long.tagi"))
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
