@@ -34,13 +34,6 @@ tagi::v1::JobSpec ElasticSpec(uint32_t min_world, uint32_t max_world) {
   return spec;
 }
 
-tagi::v1::SessionMessage Hello(const std::string& worker) {
-  tagi::v1::SessionMessage m;
-  m.set_worker_id(worker);
-  m.set_hostname("host");
-  return m;
-}
-
 class ElasticTest : public CoordinatorTest {
  protected:
   static constexpr absl::Duration kSettle = absl::Seconds(2);
@@ -54,19 +47,6 @@ class ElasticTest : public CoordinatorTest {
     auto job = coord().Submit(ElasticSpec(min_world, max_world));
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? job->id() : "";
-  }
-  uint64_t Open(const std::string& worker) {
-    auto token = coord().OpenSession(Hello(worker), "peer");
-    EXPECT_TRUE(token.ok()) << token.status();
-    return token.ok() ? *token : 0;
-  }
-  std::vector<tagi::v1::SessionDirective> Drain(const std::string& worker, uint64_t token) {
-    std::vector<tagi::v1::SessionDirective> out;
-    while (true) {
-      auto d = coord().NextDirective(worker, token, absl::ZeroDuration());
-      if (!d.ok() || !d->has_value()) return out;
-      out.push_back(**d);
-    }
   }
   // The worker asks for work (and is seen alive), without waiting.
   void CheckIn(const std::string& worker) {

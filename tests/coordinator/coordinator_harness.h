@@ -78,6 +78,29 @@ class CoordinatorTest : public ::testing::Test {
     return job.ok() ? job->id() : "";
   }
 
+  // A worker's first session message.
+  static tagi::v1::SessionMessage Hello(const std::string& worker) {
+    tagi::v1::SessionMessage m;
+    m.set_worker_id(worker);
+    m.set_hostname("host");
+    return m;
+  }
+  // Opens a session for `worker` and returns its token.
+  uint64_t Open(const std::string& worker) {
+    auto token = coord_->OpenSession(Hello(worker), "peer");
+    EXPECT_TRUE(token.ok()) << token.status();
+    return token.ok() ? *token : 0;
+  }
+  // The directives queued for the session (without waiting).
+  std::vector<tagi::v1::SessionDirective> Drain(const std::string& worker, uint64_t token) {
+    std::vector<tagi::v1::SessionDirective> out;
+    while (true) {
+      auto d = coord_->NextDirective(worker, token, absl::ZeroDuration());
+      if (!d.ok() || !d->has_value()) return out;
+      out.push_back(**d);
+    }
+  }
+
   tagi::v1::Job GetJob(const std::string& id) {
     auto job = coord_->Get(id);
     EXPECT_TRUE(job.ok()) << job.status();

@@ -26,30 +26,8 @@ std::string SnapshotBytes(const std::string& job, uint64_t global_step, float fi
   return EncodeSnapshot(s);
 }
 
-tagi::v1::SessionMessage Hello(const std::string& worker) {
-  tagi::v1::SessionMessage m;
-  m.set_worker_id(worker);
-  m.set_hostname("host");
-  return m;
-}
-
 class RecoveryTest : public CoordinatorTest {
  protected:
-  // Opens a session for `worker` and returns its token.
-  uint64_t Open(const std::string& worker) {
-    auto token = coord().OpenSession(Hello(worker), "peer");
-    EXPECT_TRUE(token.ok()) << token.status();
-    return token.ok() ? *token : 0;
-  }
-  // The directives queued for the session (without waiting).
-  std::vector<tagi::v1::SessionDirective> Drain(const std::string& worker, uint64_t token) {
-    std::vector<tagi::v1::SessionDirective> out;
-    while (true) {
-      auto d = coord().NextDirective(worker, token, absl::ZeroDuration());
-      if (!d.ok() || !d->has_value()) return out;
-      out.push_back(**d);
-    }
-  }
   absl::Status FinishRetryable(const std::string& job, const std::string& worker, uint32_t rank,
                                uint64_t gen) {
     tagi::v1::FinishJobRequest req;
