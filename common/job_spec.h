@@ -48,6 +48,11 @@ inline constexpr size_t kMaxJobNameBytes = 256;
 inline constexpr size_t kMaxDataPathBytes = 1024;
 // Epochs of one job: each finished epoch adds a metrics record to the job.
 inline constexpr uint32_t kMaxEpochs = 100000;
+// Per-epoch metrics a job keeps and a progress report carries: the newest
+// this many (JobProgress.epochs). Every report and every saved record
+// would otherwise grow with the epochs: at 25,000 two-step epochs a
+// coordinator spent a core merging and rewriting megabytes per epoch.
+inline constexpr int kMaxEpochHistory = 1000;
 // Samples of a generated (TOY_CUBIC) split: 10 M, 80 MB of floats per worker.
 inline constexpr uint32_t kMaxToySamples = 10'000'000;
 // The largest model file or snapshot the coordinator accepts by default

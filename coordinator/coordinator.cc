@@ -38,6 +38,10 @@ std::string JobWaitingReason(const Job& job) {
                        static_cast<int>(job.min_world_size()));
 }
 
+uint64_t LastEpoch(const tagi::v1::JobProgress& p) {
+  return p.epochs().empty() ? 0 : p.epochs(p.epochs_size() - 1).epoch();
+}
+
 uint32_t LeastWorld(const Job& job) {
   return job.min_world_size() > 0 ? job.min_world_size() : job.world_size();
 }

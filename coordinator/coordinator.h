@@ -523,6 +523,9 @@ bool IsTerminal(tagi::v1::JobState state);
 std::string JobWaitingReason(const tagi::v1::Job& job);
 // The fewest ranks the job can run with: an elastic job's minimum, else its world.
 uint32_t LeastWorld(const tagi::v1::Job& job);
+// The number of the newest epoch in the history (epochs count from 1; 0:
+// none yet). Not the history's size: it keeps the newest kMaxEpochHistory.
+uint64_t LastEpoch(const tagi::v1::JobProgress& p);
 // Job.worlds keeps at most this many spans (the newest).
 inline constexpr size_t kMaxWorldSpans = 1000;
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checksum.h"
 #include "common/file_util.h"
+#include "common/job_spec.h"
 #include "common/status.h"
 #include "coordinator/coordinator.h"
 
@@ -47,9 +48,13 @@ tagi::v1::JobProgress Coordinator::MergedProgress(const JobRecord& rec,
                                                   const tagi::v1::JobProgress& p) {
   tagi::v1::JobProgress merged = p;
   merged.clear_epochs();
+  const uint64_t before = rec.epochs_before.empty() ? 0 : rec.epochs_before.back().epoch();
   for (const auto& e : rec.epochs_before) *merged.add_epochs() = e;
   for (const auto& e : p.epochs()) {
-    if (e.epoch() > rec.epochs_before.size()) *merged.add_epochs() = e;
+    if (e.epoch() > before) *merged.add_epochs() = e;
+  }
+  if (merged.epochs_size() > kMaxEpochHistory) {
+    merged.mutable_epochs()->DeleteSubrange(0, merged.epochs_size() - kMaxEpochHistory);
   }
   return merged;
 }
@@ -158,7 +163,7 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
   rec.max_reported_step = std::max<uint64_t>(rec.max_reported_step, p.global_step());
   if (report.rank() == 0) {
     tagi::v1::JobProgress merged = MergedProgress(rec, p);
-    const bool new_epoch = merged.epochs_size() != rec.job.progress().epochs_size();
+    const bool new_epoch = LastEpoch(merged) != LastEpoch(rec.job.progress());
     *rec.job.mutable_progress() = std::move(merged);
     if (p.rendezvous_seconds() > 0) rec.job.set_rendezvous_seconds(p.rendezvous_seconds());
     if (rec.grew_ms > 0 && p.first_step_ms() > 0) {
@@ -189,7 +194,7 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
     Changed(rec);
     if (new_epoch) PersistLocked(rec);
     if (rec.awaiting != nullptr &&
-        static_cast<uint64_t>(rec.job.progress().epochs_size()) >= rec.awaiting_epoch) {
+        LastEpoch(rec.job.progress()) >= rec.awaiting_epoch) {
       // Its epochs' metrics are in the record (queued before it): it can be
       // resumed from.
       AcceptSnapshotLocked(rec, rec.awaiting_step, rec.awaiting_epoch, std::move(rec.awaiting));

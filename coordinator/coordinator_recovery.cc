@@ -317,9 +317,9 @@ void Coordinator::ChooseResumeLocked(JobRecord& r) {
     }
   }
   if (r.resume != nullptr) {
-    const size_t epochs = std::min<size_t>(epoch, job.progress().epochs_size());
-    r.epochs_before.assign(job.progress().epochs().begin(),
-                           job.progress().epochs().begin() + static_cast<long>(epochs));
+    for (const auto& e : job.progress().epochs()) {
+      if (e.epoch() <= epoch) r.epochs_before.push_back(e);
+    }
   }
   Log(absl::StrFormat("job %s generation %d resumes at global step %d (%s)", job.id(),
                       job.generation(), r.resume_step, source));
@@ -372,7 +372,7 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   if (rec.newest != nullptr && rec.newest_step > global_step) return absl::OkStatus();  // late
   if (rec.awaiting != nullptr && rec.awaiting_step > global_step) return absl::OkStatus();
   auto shared = std::make_shared<const std::string>(std::move(bytes));
-  if (decoded->epoch > static_cast<uint64_t>(rec.job.progress().epochs_size())) {
+  if (decoded->epoch > LastEpoch(rec.job.progress())) {
     // Rank 0 has not reported the metrics of the epochs this snapshot
     // finished: resuming from it would lose them. It waits for them.
     rec.awaiting = std::move(shared);

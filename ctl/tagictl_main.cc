@@ -50,6 +50,12 @@ ABSL_FLAG(absl::Duration, reconnect_for, absl::Seconds(60),
 namespace tagi {
 namespace {
 
+// The newest epoch in the job's history (it keeps only the newest ones).
+uint64_t LastEpochOf(const tagi::v1::Job& j) {
+  const auto& e = j.progress().epochs();
+  return e.empty() ? 0 : e[e.size() - 1].epoch();
+}
+
 constexpr char kUsage[] =
     "the tagi-ddp command-line client.\n"
     "  tagictl --coord HOST:PORT submit JOB.json [--watch]\n"
@@ -79,7 +85,7 @@ int Watch(JobsClient& client, const std::string& id) {
   RealClock clock;
   ProgressPrinter printer(stderr, clock, absl::Milliseconds(100));
   std::string last_line;
-  size_t epochs_seen = 0;
+  uint64_t epochs_seen = 0;
   const absl::Time deadline = clock.Now() + absl::GetFlag(FLAGS_watch_timeout);
   const absl::Duration reconnect_for = absl::GetFlag(FLAGS_reconnect_for);
   // An outage of the coordinator: when it began and the retries since.
@@ -98,12 +104,12 @@ int Watch(JobsClient& client, const std::string& id) {
       const std::string line = WatchLine(j);
       if (tty) {
         printer.Update(line);
-      } else if (static_cast<size_t>(j.progress().epochs_size()) != epochs_seen ||
+      } else if (LastEpochOf(j) != epochs_seen ||
                  j.state() != tagi::v1::RUNNING) {
         if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
         last_line = line;
       }
-      epochs_seen = static_cast<size_t>(j.progress().epochs_size());
+      epochs_seen = LastEpochOf(j);
     });
     const bool ended = job.ok() && (job->state() == tagi::v1::SUCCEEDED ||
                                     job->state() == tagi::v1::FAILED ||

@@ -519,6 +519,9 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first_offset, on_step));
     global += m.steps;
     FillEpoch(m, progress.add_epochs());
+    if (progress.epochs_size() > kMaxEpochHistory) {
+      progress.mutable_epochs()->DeleteSubrange(0, progress.epochs_size() - kMaxEpochHistory);
+    }
     if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
     // The epoch's metrics go out first: the coordinator writes a snapshot
     // only once it holds the metrics of the epochs before it.

@@ -76,7 +76,7 @@ class StateTest : public CoordinatorTest {
   }
   // Rank 0 reports `epochs` finished epochs of generation `gen`.
   void ReportEpochs(const std::string& job, const std::string& w, uint64_t gen,
-                    std::initializer_list<uint64_t> epochs, uint64_t step) {
+                    const std::vector<uint64_t>& epochs, uint64_t step) {
     tagi::v1::ProgressReport report;
     report.set_worker_id(w);
     report.set_job_id(job);
@@ -269,7 +269,7 @@ TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
   EXPECT_EQ(AssignmentOf(w).resume_global_step(), 30u);
   EXPECT_THAT(GetJob(job).progress().epochs(), SizeIs(2));
   ReportEpochs(job, w, 2, {4}, 40);
-  ASSERT_TRUE(coord().UploadSnapshot(w, job, 2, 40, SnapshotBytes(job, 40, 3)).ok());
+  ASSERT_TRUE(coord().UploadSnapshot(w, job, 2, 40, SnapshotBytes(job, 40, 4)).ok());
   coord().FlushState();
   // A coordinator restart resumes from it, with every epoch's metrics.
   Restart(StateOptions(1));
@@ -280,6 +280,35 @@ TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
   const tagi::v1::Job j = GetJob(job);
   ASSERT_THAT(j.progress().epochs(), SizeIs(3));  // 1, 2 and 4: rank 0 never sent epoch 3's
   EXPECT_EQ(j.progress().epochs(2).epoch(), 4u);
+}
+
+// The history keeps the newest kMaxEpochHistory epochs: reports, records
+// and snapshots waiting for their metrics count epochs by number.
+TEST_F(StateTest, TheEpochHistoryKeepsTheNewestEpochsAndCountsByNumber) {
+  Start(StateOptions(1));
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  std::vector<uint64_t> many;
+  for (uint64_t e = 1; e <= kMaxEpochHistory + 5; ++e) many.push_back(e);
+  ReportEpochs(job, w, 1, many, 2000);
+  tagi::v1::Job j = GetJob(job);
+  ASSERT_THAT(j.progress().epochs(), SizeIs(kMaxEpochHistory));
+  EXPECT_EQ(j.progress().epochs(0).epoch(), 6u);
+  EXPECT_EQ(LastEpoch(j.progress()), uint64_t{kMaxEpochHistory} + 5);
+  // A snapshot past the newest reported epoch waits for it, then counts.
+  const uint64_t next = kMaxEpochHistory + 6;
+  ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 2010, SnapshotBytes(job, 2010, next)).ok());
+  EXPECT_NE(GetJob(job).snapshot_step(), 2010u);
+  many.push_back(next);
+  ReportEpochs(job, w, 1, many, 2011);
+  EXPECT_EQ(GetJob(job).snapshot_step(), 2010u);
+  // A recovery keeps the epochs up to its snapshot's, still the newest.
+  ASSERT_TRUE(FailRetryable(job, w, 1).ok());
+  ASSERT_TRUE(coord().Rendezvous(w, absl::ZeroDuration()).ok());
+  EXPECT_EQ(AssignmentOf(w).resume_global_step(), 2010u);
+  j = GetJob(job);
+  ASSERT_THAT(j.progress().epochs(), SizeIs(kMaxEpochHistory));
+  EXPECT_EQ(LastEpoch(j.progress()), next);
 }
 
 TEST_F(StateTest, ListKeepsOnlyTheLatestEpochAndRecoveryGetKeepsAll) {
