@@ -39,6 +39,22 @@ pip_extras() {
       echo "deps: installed kubernetes-validate" ||
       echo "deps: kubernetes-validate not installed (deploy.kubernetes_schemas will skip)"
   fi
+  # The reference library (pytagi 0.2.1 from PyPI, with the OpenMPI .debs
+  # its native module links, unpacked, not installed) into .whl for the
+  # interchange test (tests/python/test_pytagi.py); bench/pytagi_wheel.sh.
+  local py=/usr/bin/python3 here
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  if [ -x "$py" ] && [ ! -d "$here/.whl/site-$("$py" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')" ]; then
+    local v
+    v=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if (cd "$here" && PYTHON=$py PYTAGI_PYVERS=$v NUMPY_VERSION=none \
+          timeout 300 bench/pytagi_wheel.sh fetch .whl &&
+        PYTHON=$py timeout 120 bench/pytagi_wheel.sh install .whl) >/dev/null 2>&1; then
+      echo "deps: fetched pytagi 0.2.1 into .whl"
+    else
+      echo "deps: pytagi 0.2.1 not fetched (python.pytagi will skip)"
+    fi
+  fi
   if ! python3 -c "import schemathesis" 2>/dev/null; then
     timeout 300 python3 -m pip install --quiet 'schemathesis>=4,<5' >/dev/null 2>&1 &&
       echo "deps: installed schemathesis" ||
