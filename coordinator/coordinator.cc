@@ -404,7 +404,8 @@ tagi::v1::RendezvousResponse Coordinator::RendezvousReplyLocked(const WorkerReco
     const bool active = r.job.state() == tagi::v1::RUNNING ||
                         (r.job.state() == tagi::v1::PENDING && r.job.generation() > 0);
     const bool fits = gpu_worker || !IsCudaDevice(r.job.spec().device());
-    if (active && fits && r.job.world_size() > 1 && (warm == nullptr || r.seq < warm->seq)) {
+    const bool several = r.job.world_size() > 1 || r.job.max_world_size() > 1;  // or could grow
+    if (active && fits && several && (warm == nullptr || r.seq < warm->seq)) {
       warm = &r;
     }
   }
