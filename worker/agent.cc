@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "worker/attempt.h"
+#include "worker/metrics.h"
 
 #include "absl/strings/str_format.h"
 #include "common/backoff.h"
@@ -81,6 +82,9 @@ int Agent::Run() {
   so.report_interval = std::min(options_.runner.report_interval, heartbeat_);
   so.silence_timeout = heartbeat_ * options_.silence_heartbeats;
   so.max_backoff = options_.max_backoff;
+  if (WorkerMetrics* m = options_.runner.metrics; m != nullptr) {
+    so.on_connected = [m](bool connected) { m->SetCoordinatorConnected(connected); };
+  }
   Session session(client_, so);
   session.Start();
   int jobs = 0;

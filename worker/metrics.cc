@@ -89,7 +89,11 @@ struct WorkerMetricsState {
         test_rmse(GaugeFamily(*registry, "tagi_worker_test_rmse",
                               "Test RMSE after the last epoch (regression).")),
         sigma_v(GaugeFamily(*registry, "tagi_worker_sigma_v",
-                            "Observation noise sigma_v used in the last epoch.")) {}
+                            "Observation noise sigma_v used in the last epoch.")),
+        connected(GaugeFamily(*registry, "tagi_worker_coordinator_connected",
+                              "1 while the session stream to the coordinator is open and "
+                              "heard, else 0.")
+                      .Add({})) {}
 
   template <typename T>
   static void Drop(Family<T>& family, T*& metric) {
@@ -124,6 +128,8 @@ struct WorkerMetricsState {
   Family<Gauge>& test_log_likelihood;
   Family<Gauge>& test_rmse;
   Family<Gauge>& sigma_v;
+  Gauge& connected;
+  bool is_connected ABSL_GUARDED_BY(mu) = false;
   prometheus::Labels labels ABSL_GUARDED_BY(mu);
   bool classification ABSL_GUARDED_BY(mu) = false;
   Series series ABSL_GUARDED_BY(mu);
@@ -177,6 +183,19 @@ void WorkerMetrics::RecordEpoch(const EpochMetrics& m) {
   gauge(s.sigma_v, s.series.sigma_v).Set(m.sigma_v);
 }
 
+void WorkerMetrics::SetCoordinatorConnected(bool connected) {
+  WorkerMetricsState& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  s.is_connected = connected;
+  s.connected.Set(connected ? 1.0 : 0.0);
+}
+
+bool WorkerMetrics::coordinator_connected() {
+  WorkerMetricsState& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  return s.is_connected;
+}
+
 std::string WorkerMetrics::Scrape() {
   return prometheus::TextSerializer().Serialize(state_->registry->Collect());
 }
@@ -211,13 +230,21 @@ struct MetricsEndpoint::Server {
   }
 
   static void Answer(WorkerMetrics& metrics, const HttpRequest& req, HttpResponse& res) {
-    if (req.path != "/metrics") {
+    constexpr char kText[] = "text/plain; charset=utf-8";
+    const bool known = req.path == "/metrics" || req.path == "/healthz" || req.path == "/readyz";
+    if (!known) {
       res.status = 404;
-      res.SetContent("only /metrics is served here\n", "text/plain; charset=utf-8");
+      res.SetContent("only /metrics, /healthz and /readyz are served here\n", kText);
     } else if (req.method != "GET" && req.method != "HEAD") {
       res.status = 405;
       res.SetHeader("Allow", "GET, HEAD");
-      res.SetContent("GET /metrics\n", "text/plain; charset=utf-8");
+      res.SetContent(absl::StrCat("GET ", req.path, "\n"), kText);
+    } else if (req.path == "/healthz") {
+      res.SetContent("ok\n", kText);
+    } else if (req.path == "/readyz") {
+      const bool ready = metrics.coordinator_connected();
+      res.status = ready ? 200 : 503;
+      res.SetContent(ready ? "ok\n" : "not connected to the coordinator\n", kText);
     } else {
       res.SetContent(metrics.Scrape(), "text/plain; version=0.0.4");
     }

@@ -41,6 +41,11 @@ class WorkerMetrics {
   // After each epoch. REQUIRES: StartJob() was called.
   void RecordEpoch(const EpochMetrics& epoch);
 
+  // Whether the worker's session to the coordinator is open and heard
+  // (gauge tagi_worker_coordinator_connected; the endpoint's /readyz).
+  void SetCoordinatorConnected(bool connected);
+  bool coordinator_connected();
+
   // The Prometheus text exposition (format 0.0.4) of every worker metric.
   std::string Scrape();
 
@@ -50,7 +55,9 @@ class WorkerMetrics {
 };
 
 // Serves WorkerMetrics at http://ADDRESS/metrics from its own threads until
-// destroyed. The metrics must outlive the endpoint.
+// destroyed, with /healthz (200 while the process serves: liveness) and
+// /readyz (200 while its session to the coordinator is open, else 503 with
+// the reason: readiness). The metrics must outlive the endpoint.
 class MetricsEndpoint {
  public:
   // `address` is HOST:PORT (port 0 picks a free one). Unavailable when the

@@ -52,9 +52,12 @@ void Session::SetAttempt(AttemptControl* attempt) {
 }
 
 void Session::SetConnected(bool connected) {
-  absl::MutexLock lock(&mu_);
-  connected_ = connected;
-  if (attempt_ != nullptr) attempt_->coordinator_lost = !connected;
+  {
+    absl::MutexLock lock(&mu_);
+    connected_ = connected;
+    if (attempt_ != nullptr) attempt_->coordinator_lost = !connected;
+  }
+  if (options_.on_connected) options_.on_connected(connected);
 }
 
 void Session::Poke() {

@@ -14,6 +14,7 @@
 #define TAGI_WORKER_SESSION_H_
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -33,6 +34,9 @@ struct SessionOptions {
   absl::Duration report_interval = absl::Milliseconds(250);
   absl::Duration silence_timeout = absl::Seconds(3);
   absl::Duration max_backoff = absl::Seconds(5);
+  // Told whenever the stream opens and is heard (true) or breaks (false);
+  // called from the session's thread, not under its lock. May be empty.
+  std::function<void(bool)> on_connected;
 };
 
 class Session {

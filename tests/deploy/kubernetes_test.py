@@ -276,6 +276,10 @@ def check_workload(origin, w, docs, bin_dir):
             if not listen or int(listen.rsplit(":", 1)[1]) != ports.get("grpc"):
                 fail("%s: --listen=%s is not the container port named grpc" % (what, listen))
         if binary == "tagi-worker":
+            for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+                got = c.get(probe, {}).get("httpGet", {}).get("path")
+                if got != path:
+                    fail("%s: %s should be GET %s, is %s" % (what, probe, path, got))
             device = flag_value(args, "device") or "cpu"
             gpus = c["resources"].get("limits", {}).get("nvidia.com/gpu")
             if device.startswith("cuda") and not gpus:

@@ -251,6 +251,15 @@ def run(args, tmp, procs):
         workers.append(wait_for(f"worker {i}'s metrics port file",
                                 lambda: read_port(f"{tmp}/worker{i}.port"), 20, procs))
 
+    def ready(port):  # /readyz: 200 once the worker's session is open
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    for i, port in enumerate(workers):
+        wait_for(f"worker {i}'s /readyz", lambda: ready(port), 20, procs)
+
     with open(f"{tmp}/job.json", "w") as f:
         json.dump(job_spec(make_data(tmp)), f)
     submit = subprocess.run([f"{bindir}/tagictl", "--coord", f"127.0.0.1:{grpc}", "submit",

@@ -211,9 +211,9 @@ TEST(WorkerMetrics, NextJobReplacesThePreviousJobsSeries) {
   EXPECT_EQ(Value(s, R"(tagi_worker_steps_total{job="job-2",rank="1",worker="w-1"})"), 0);
 }
 
-// GET http://127.0.0.1:port/metrics with a plain socket; the response, or
+// GET http://127.0.0.1:port<path> with a plain socket; the response, or
 // an empty string.
-std::string HttpGetMetrics(int port) {
+std::string HttpGet(int port, const std::string& path) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -221,7 +221,7 @@ std::string HttpGetMetrics(int port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string out;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
       char buf[4096];
       for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
@@ -230,6 +230,7 @@ std::string HttpGetMetrics(int port) {
   ::close(fd);
   return out;
 }
+std::string HttpGetMetrics(int port) { return HttpGet(port, "/metrics"); }
 
 TEST(MetricsEndpoint, ServesTheMetricsOnAFreePortAndRefusesABusyOne) {
   WorkerMetrics metrics;
@@ -243,6 +244,30 @@ TEST(MetricsEndpoint, ServesTheMetricsOnAFreePortAndRefusesABusyOne) {
 
   auto second = MetricsEndpoint::Start(absl::StrCat("127.0.0.1:", (*endpoint)->port()), metrics);
   EXPECT_TRUE(absl::IsUnavailable(second.status())) << second.status();
+}
+
+// Liveness answers while the process serves; readiness follows the
+// session to the coordinator, and the gauge with it.
+TEST(MetricsEndpoint, HealthzIsLiveAndReadyzFollowsTheCoordinatorSession) {
+  WorkerMetrics metrics;
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1:0", metrics);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int port = (*endpoint)->port();
+  EXPECT_TRUE(absl::StrContains(HttpGet(port, "/healthz"), " 200 "));
+  std::string ready = HttpGet(port, "/readyz");
+  EXPECT_TRUE(absl::StrContains(ready, " 503 ")) << ready;
+  EXPECT_TRUE(absl::StrContains(ready, "not connected to the coordinator")) << ready;
+  EXPECT_EQ(Value(metrics.Scrape(), "tagi_worker_coordinator_connected"), 0);
+  metrics.SetCoordinatorConnected(true);
+  ready = HttpGet(port, "/readyz");
+  EXPECT_TRUE(absl::StrContains(ready, " 200 ")) << ready;
+  EXPECT_EQ(Value(metrics.Scrape(), "tagi_worker_coordinator_connected"), 1);
+  metrics.SetCoordinatorConnected(false);
+  EXPECT_TRUE(absl::StrContains(HttpGet(port, "/readyz"), " 503 "));
+  EXPECT_TRUE(absl::StrContains(HttpGet(port, "/healthz"), " 200 "));
+  const std::string other = HttpGet(port, "/other");
+  EXPECT_TRUE(absl::StrContains(other, " 404 ")) << other;
+  EXPECT_TRUE(absl::StrContains(other, "/healthz and /readyz")) << other;
 }
 
 TEST(MetricsEndpoint, AnswersWhileIdleConnectionsAreHeld) {
