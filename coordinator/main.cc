@@ -154,8 +154,9 @@ bool StartRest(const Options& opt, RestGateway& http) {
   return true;
 }
 
-// Reads the token and TLS files the flags name, and refuses plaintext on a
-// non-loopback address without --insecure.
+// Reads the token and TLS files the flags name, and refuses, on a
+// non-loopback address without --insecure, plaintext and workers that
+// nothing authenticates.
 absl::Status LoadSecurity(Options& opt) {
   if (const std::string f = absl::GetFlag(FLAGS_join_token_file); !f.empty()) {
     auto tokens = ReadTokenFile(f, "--join-token-file");
@@ -190,15 +191,24 @@ absl::Status LoadSecurity(Options& opt) {
   if (auto st = read(opt.tls_cert_file, "--tls-cert", opt.tls_cert); !st.ok()) return st;
   if (auto st = read(opt.tls_key_file, "--tls-key", opt.tls_key); !st.ok()) return st;
   if (auto st = read(client_ca, "--tls-client-ca", opt.tls_client_ca); !st.ok()) return st;
-  if (!opt.tls_cert.empty() || absl::GetFlag(FLAGS_insecure)) return absl::OkStatus();
+  if (absl::GetFlag(FLAGS_insecure)) return absl::OkStatus();
   for (const std::string* address : {&opt.listen, &opt.http}) {
-    if (!address->empty() && !IsLoopbackAddress(*address)) {
+    if (opt.tls_cert.empty() && !address->empty() && !IsLoopbackAddress(*address)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "refusing to serve plaintext on the non-loopback address %s: tokens and jobs would "
           "cross the network unencrypted. Serve TLS (--tls-cert F --tls-key F), listen on "
           "127.0.0.1, or pass --insecure to accept the risk",
           *address));
     }
+  }
+  // Workers are told jobs (data paths, networks) and hold ranks: off
+  // loopback, only those holding the join token or a client certificate.
+  if (!IsLoopbackAddress(opt.listen) && !opt.join_tokens.required() && client_ca.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "refusing to let anyone who reaches %s register as a worker (and be sent jobs). Give "
+        "workers a shared secret (--join-token-file F) or certificates (--tls-client-ca F), "
+        "listen on 127.0.0.1, or pass --insecure to accept the risk",
+        opt.listen));
   }
   return absl::OkStatus();
 }

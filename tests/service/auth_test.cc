@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -266,6 +267,25 @@ TEST_F(AuthTest, StartupRefusesBadTokenFilesAndPlaintextOffLoopback) {
     const ProcessResult r = RunProcess(argv, absl::Seconds(20));
     EXPECT_EQ(r.exit_code, 2) << c.flags[0] << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(c.message));
+  }
+  // TLS off loopback, but nothing authenticates workers: refused, until a
+  // join token or a client CA is given.
+  if (HaveOpenssl() && MakeCertificates()) {
+    WriteTokens();
+    const std::vector<std::string> tls = {bin, "--listen", "0.0.0.0:0", "--tls-cert",
+                                          Pki("server.pem"), "--tls-key", Pki("server.key"),
+                                          "--port-file", dir_.File("open.port")};
+    const ProcessResult open = RunProcess(tls, absl::Seconds(20));
+    EXPECT_EQ(open.exit_code, 2) << open.err;
+    EXPECT_THAT(open.err, HasSubstr("register as a worker"));
+    EXPECT_THAT(open.err, HasSubstr("--join-token-file"));
+    std::vector<std::string> with_token = tls;
+    with_token.insert(with_token.end(), {"--join-token-file", join_file_});
+    ChildProcess guarded(with_token, dir_, "guarded");
+    EXPECT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir_.File("open.port")); },
+                          absl::Seconds(20)))
+        << guarded.Stderr();
+    EXPECT_TRUE(guarded.Alive()) << guarded.Stderr();
   }
   for (const std::string tool : {"tagi-worker", "tagictl"}) {
     std::vector<std::string> argv = {BinPath(tool), "--coord", "127.0.0.1:1"};
