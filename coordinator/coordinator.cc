@@ -576,6 +576,10 @@ void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& 
   r.job.set_reason(reason);
   r.job.set_end_time_ms(NowMs());
   store_.DeletePrefix(absl::StrCat("job/", r.job.id(), "/"));
+  // A rank waiting for a key its peers can no longer set hears now, as the
+  // store calls after this one do (RunningJob), and reports back.
+  EndStoreWaitsLocked(r.job.id(), absl::AbortedError(absl::StrFormat(
+                                      "job %s is %s", r.job.id(), JobStateName(state))));
   r.resume.reset();
   r.newest.reset();  // what is on disk stays until retention removes the job
   r.awaiting.reset();

@@ -436,6 +436,11 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the store waits that `full_key`'s arrival completes.
   void AnswerStoreWaitsLocked(const std::string& full_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers every pending store wait of `job_id` (any generation) with
+  // `why`: its keys were deleted and can no longer be set, and a rank left
+  // waiting until its deadline could not report back (it would stay busy).
+  void EndStoreWaitsLocked(const std::string& job_id, const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the waits whose deadline passed.
   void ExpireWaitsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Picks the snapshot a new generation resumes from and records it.

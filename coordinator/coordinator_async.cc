@@ -154,6 +154,20 @@ void Coordinator::AnswerStoreWaitsLocked(const std::string& full_key) {
   }
 }
 
+void Coordinator::EndStoreWaitsLocked(const std::string& job_id, const absl::Status& why) {
+  // Every key of a wait lies under one job's prefix (StoreGetAsync,
+  // StoreWaitAsync); the waits are few (max_store_waits).
+  const std::string prefix = absl::StrCat("job/", job_id, "/");
+  for (auto it = store_waits_.begin(); it != store_waits_.end();) {
+    const std::vector<std::string>& keys = it->second.keys;
+    if (!keys.empty() && keys.front().compare(0, prefix.size(), prefix) == 0) {
+      it = FinishStoreWaitLocked(it, why);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void Coordinator::ExpireWaitsLocked(absl::Time now) {
   for (auto it = polls_.begin(); it != polls_.end();) {
     if (it->second.deadline > now) {

@@ -277,6 +277,9 @@ void Coordinator::EndGenerationLocked(JobRecord& r, const std::string& reason,
     if (!planned) w.checked_in = false;  // placed again once it asks for work
   }
   store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
+  EndStoreWaitsLocked(job.id(), absl::AbortedError(absl::StrFormat(
+                                    "job %s generation %d is over: %s", job.id(),
+                                    job.generation(), reason)));
   r.resume.reset();
   job.set_state(tagi::v1::PENDING);
   r.pending_since = clock_.Now();

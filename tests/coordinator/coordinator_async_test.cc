@@ -225,5 +225,59 @@ TEST_F(CoordinatorTest, StoreWaitsBeyondTheBoundsAreRefused) {
   EXPECT_EQ(wide.code(), absl::StatusCode::kInvalidArgument) << wide;
 }
 
+// A rank still waiting in the store when its job is cancelled (the ring
+// bootstrap waits for its neighbour's address, which the neighbour can no
+// longer publish: the job is not RUNNING) is answered at once, not at its
+// deadline: until it hears, it cannot report back, and the coordinator keeps
+// it busy (the next job waited one --connect-timeout). Likewise when the
+// generation ends and the job recovers; another job's waits stay.
+TEST_F(CoordinatorTest, StoreWaitsOfAnEndedJobOrGenerationAreAnsweredAtOnce) {
+  Start(4);
+  RegisterN(4);
+  const std::string job = Submit(2);
+  const std::string other = Submit(2);
+  ASSERT_EQ(State(job), tagi::v1::RUNNING);
+  ASSERT_EQ(State(other), tagi::v1::RUNNING);
+  std::vector<absl::Status> got;
+  auto record = [&](absl::StatusOr<std::string> v) {
+    got.push_back(v.status());
+    (void)coord().ListWorkers();  // outside the coordinator's lock
+  };
+  coord().StoreGetAsync(job, 1, "ring/addr/0", absl::Seconds(20), record);
+  coord().StoreWaitAsync(job, 1, {"done/1"}, absl::Seconds(20),
+                         [&](absl::Status st) { got.push_back(st); });
+  coord().StoreGetAsync(other, 1, "ring/addr/0", absl::Seconds(20), record);
+  ASSERT_EQ(coord().PendingWaits(), 3u);
+  ASSERT_TRUE(coord().Cancel(job).ok());
+  ASSERT_EQ(got.size(), 2u) << "the cancelled job's waits linger until their deadline";
+  for (const absl::Status& st : got) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("CANCELLED"));
+  }
+  EXPECT_EQ(coord().PendingWaits(), 1u) << "the other job's wait stays";
+  // The ranks then report and are free at once.
+  const tagi::v1::Job cancelled = GetJob(job);
+  for (int r = 0; r < cancelled.workers_size(); ++r) {
+    (void)Finish(job, cancelled.workers(r), static_cast<uint32_t>(r), false, "cancelled");
+    EXPECT_EQ(Worker(cancelled.workers(r)).state(), "IDLE");
+  }
+
+  // A generation that ends (a rank failed, retryably): its survivors' waits
+  // end too, while the job goes back to PENDING to recover.
+  got.clear();
+  const tagi::v1::Job running = GetJob(other);
+  tagi::v1::FinishJobRequest fail;
+  fail.set_worker_id(running.workers(1));
+  fail.set_job_id(other);
+  fail.set_generation(1);
+  fail.set_rank(1);
+  fail.set_retryable(true);
+  fail.set_reason("connection reset");
+  ASSERT_TRUE(coord().FinishJob(fail).ok());
+  ASSERT_EQ(got.size(), 1u) << "the ended generation's wait lingers until its deadline";
+  EXPECT_EQ(got[0].code(), absl::StatusCode::kAborted) << got[0];
+  EXPECT_EQ(coord().PendingWaits(), 0u);
+}
+
 }  // namespace
 }  // namespace tagi::coordinator::test

@@ -4,10 +4,13 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/service/service_cluster.h"
@@ -158,6 +161,52 @@ TEST_F(ServiceJobs, CancelStopsTheJobOnEveryWorker) {
     const auto st = w->WaitExit(absl::Seconds(10));
     ASSERT_TRUE(st.has_value()) << w->name() << " still runs 10 s after SIGTERM";
     EXPECT_TRUE(st->ExitedWith(0)) << w->name() << ": " << st->ToString();
+  }
+}
+
+// A job cancelled while it starts: one rank (w2) is in the ring bootstrap,
+// waiting in the coordinator's store for the key of its peer (w1, stopped
+// with SIGSTOP before the job was placed, so it cannot have published it).
+// The cancel must answer that wait at once, so that both ranks report back
+// and the next job starts; it used to linger until the wait's deadline (the
+// workers' --connect-timeout, 5 s here), keeping w2 busy. Several times:
+// each must start the next job well within the connect timeout.
+TEST_F(ServiceJobs, AJobCancelledWhileItsRanksRendezvousFreesThemAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(2));
+  const std::vector<std::string> flags = {"--connect-timeout", "5s"};
+  ChildProcess& w1 = StartWorker(flags);
+  ChildProcess& w2 = StartWorker(flags);
+  ASSERT_TRUE(WaitForWorkers(2, "IDLE", absl::Seconds(20)));
+  const std::string long_job = WriteJob(
+      "long", ToyJobJson({.name = "long", .world = 2, .epochs = 100000, .train_size = 2000}));
+  const std::string next_job =
+      WriteJob("next", ToyJobJson({.name = "next", .world = 2, .epochs = 1}));
+  for (int trial = 0; trial < 3; ++trial) {
+    SCOPED_TRACE(absl::StrCat("trial ", trial));
+    ASSERT_TRUE(w1.Signal(SIGSTOP));
+    const std::string id = Submit(long_job);
+    ASSERT_FALSE(id.empty());
+    const std::string placed = absl::StrCat("job ", id, " generation 1: rank");
+    ASSERT_TRUE(WaitUntil([&] { return w2.Stderr().find(placed) != std::string::npos; },
+                          absl::Seconds(20)))
+        << "w2 was not given job " << id;
+    absl::SleepFor(absl::Milliseconds(300));  // w2 reaches its store wait for w1's key
+    const absl::Time cancelled_at = absl::Now();
+    const ProcessResult cancel = Ctl({"cancel", id});
+    ASSERT_TRUE(w1.Signal(SIGCONT));
+    ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+    const std::string next = Submit(next_job);
+    ASSERT_FALSE(next.empty());
+    const auto started =
+        WaitForJob(next, [](const Job& j) { return j.state() != tagi::v1::PENDING; },
+                   absl::Seconds(20));
+    const absl::Duration took = absl::Now() - cancelled_at;
+    ASSERT_TRUE(started.has_value());
+    EXPECT_LT(took, absl::Milliseconds(2500))
+        << "the next job started " << took << " after the cancel (connect timeout 5 s)";
+    const auto done = WaitForJob(next, Terminal, absl::Seconds(60));
+    ASSERT_TRUE(done.has_value());
+    ASSERT_EQ(done->state(), tagi::v1::SUCCEEDED) << done->reason();
   }
 }
 
