@@ -15,8 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/collective/rank_threads.h"
 #include "worker/collective/tcp/socket.h"
@@ -363,6 +366,41 @@ TEST_F(RingTest, StrayConnectionsDoNotBreakTheGroup) {
   members.push_back(std::move(*zero));
   members.push_back(std::move(*one));
   ExpectAllReduceSums(members, 1001);
+}
+
+// Rank 0 of 3: its successor (played here) accepts its hello, then gives
+// up and closes the link, while its predecessor (rank 2) never comes.
+// Rank 0 learns at once instead of waiting out its connect timeout.
+TEST_F(RingTest, ASuccessorThatGivesUpAfterItsAcceptEndsTheWaitForThePredecessor) {
+  Fd listener(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ASSERT_TRUE(store_.Set("ring/addr/1", absl::StrCat("127.0.0.1:", ntohs(addr.sin_port))).ok());
+  std::thread successor([&] {
+    Fd link(::accept(listener.get(), nullptr, nullptr));
+    ring_internal::Hello::Bytes hello{};
+    if (::recv(link.get(), hello.data(), hello.size(), MSG_WAITALL) != 32) return;
+    auto group = store_.Get("ring/group", kLong);
+    uint64_t id = 0;
+    if (!group.ok() || !absl::SimpleAtoi(*group, &id)) return;
+    const auto accept = ring_internal::Hello{ring_internal::Hello::kAccept, 1, 3, id}.Encode();
+    ::send(link.get(), accept.data(), accept.size(), MSG_NOSIGNAL);
+    absl::SleepFor(absl::Milliseconds(200));  // rank 0 now waits for rank 2
+  });  // the link closes here
+  RingOptions options;
+  options.connect_timeout = absl::Seconds(20);
+  absl::Status st;
+  const absl::Duration took =
+      Timed([&] { st = CreateRingCollective(store_, 0, 3, options).status(); });
+  successor.join();
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("closed its link"));
+  EXPECT_LT(took, absl::Seconds(5));
 }
 
 TEST_F(RingTest, BadArgumentsAreInvalidArgument) {

@@ -89,15 +89,20 @@ class Handshake {
     links_.to_successor = std::move(*out);
     while (!out_done_ || !links_.from_predecessor.valid()) {
       std::vector<pollfd> fds;
-      const int out_fd = out_done_ ? -1 : links_.to_successor.get();
+      // Once the successor accepted, its link is still watched: a successor
+      // that gives up (its job was cancelled, a peer of its failed) closes
+      // it, and waiting on for a predecessor would then only end at the
+      // deadline.
+      const bool watch = !out_done_ || watching_successor_;
+      const int out_fd = watch ? links_.to_successor.get() : -1;
       fds.push_back({out_fd, short(out_connected_ ? POLLIN : POLLOUT), 0});
       fds.push_back({links_.from_predecessor.valid() ? -1 : listener_.get(), POLLIN, 0});
       for (const Candidate& c : candidates_) fds.push_back({c.fd.get(), POLLIN, 0});
       const int ready = ::poll(fds.data(), fds.size(), PollTimeoutMs(deadline));
       if (ready < 0 && errno != EINTR) return ErrnoStatus(errno, "poll");
       if (absl::Now() >= deadline) return TimedOut();  // even if strays keep it busy
-      if (fds[0].revents != 0 && !out_done_) {
-        if (auto st = AdvanceOutgoing(); !st.ok()) return st;
+      if (fds[0].revents != 0) {
+        if (auto st = out_done_ ? CheckSuccessor() : AdvanceOutgoing(); !st.ok()) return st;
       }
       for (size_t i = fds.size() - 1; i >= 2; --i) {
         if (fds[i].revents != 0 && AdvanceCandidate(i - 2)) break;
@@ -132,6 +137,23 @@ class Handshake {
       return absl::UnavailableError(absl::StrCat(who, " is not the expected peer: ", why));
     }
     out_done_ = true;
+    return absl::OkStatus();
+  }
+
+  // The successor's link after its accept: nothing more comes on it during
+  // the bootstrap, so readable means closed (Unavailable) or the stream of
+  // a peer already past its own handshake (left for the collective; not
+  // watched any more).
+  absl::Status CheckSuccessor() {
+    char byte;
+    const ssize_t n =
+        ::recv(links_.to_successor.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return absl::UnavailableError(absl::StrFormat(
+          "successor rank %d at %s closed its link before the ring formed (it gave up)", succ(),
+          succ_address_));
+    }
+    if (n > 0) watching_successor_ = false;
     return absl::OkStatus();
   }
 
@@ -189,6 +211,7 @@ class Handshake {
   RingLinks links_;
   bool out_connected_ = false;
   bool out_done_ = false;
+  bool watching_successor_ = true;  // after out_done_ (CheckSuccessor)
   Hello::Bytes reply_{};
   size_t reply_got_ = 0;
   std::vector<Candidate> candidates_;

@@ -11,7 +11,9 @@
 // world, group id); a connection whose hello is wrong, incomplete or
 // garbage is closed and the rank keeps waiting for the right one. The
 // listener is closed once the predecessor is in, so later strays are
-// refused by the kernel.
+// refused by the kernel. The successor's link stays watched until the
+// predecessor is in: a successor that gives up (closes it) ends the wait
+// at once, Unavailable, instead of at the deadline.
 #ifndef TAGI_WORKER_COLLECTIVE_TCP_RING_BOOTSTRAP_H_
 #define TAGI_WORKER_COLLECTIVE_TCP_RING_BOOTSTRAP_H_
 
