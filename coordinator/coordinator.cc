@@ -33,13 +33,16 @@ constexpr char kWaitingForDisk[] = "waiting for the state dir to be writable: ";
 std::string JobStateName(JobState state) { return tagi::v1::JobState_Name(state); }
 
 std::string JobWaitingReason(const Job& job) {
-  const uint32_t world = job.max_world_size() > 0 ? job.max_world_size() : job.world_size();
-  return WaitingReason(static_cast<int>(world), IsCudaDevice(job.spec().device()),
+  return WaitingReason(static_cast<int>(MostWorld(job)), IsCudaDevice(job.spec().device()),
                        static_cast<int>(job.min_world_size()));
 }
 
 uint64_t LastEpoch(const tagi::v1::JobProgress& p) {
   return p.epochs().empty() ? 0 : p.epochs(p.epochs_size() - 1).epoch();
+}
+
+uint32_t MostWorld(const Job& job) {
+  return job.max_world_size() > 0 ? job.max_world_size() : job.world_size();
 }
 
 uint32_t LeastWorld(const Job& job) {
@@ -404,7 +407,7 @@ tagi::v1::RendezvousResponse Coordinator::RendezvousReplyLocked(const WorkerReco
     const bool active = r.job.state() == tagi::v1::RUNNING ||
                         (r.job.state() == tagi::v1::PENDING && r.job.generation() > 0);
     const bool fits = gpu_worker || !IsCudaDevice(r.job.spec().device());
-    const bool several = r.job.world_size() > 1 || r.job.max_world_size() > 1;  // or could grow
+    const bool several = MostWorld(r.job) > 1;  // runs, or may grow to, several ranks
     if (active && fits && several && (warm == nullptr || r.seq < warm->seq)) {
       warm = &r;
     }
@@ -516,7 +519,7 @@ PendingJobView Coordinator::PendingViewLocked(const JobRecord& r) {
   const Job& job = r.job;
   PendingJobView v;
   v.id = job.id();
-  v.world = static_cast<int>(job.max_world_size() > 0 ? job.max_world_size() : job.world_size());
+  v.world = static_cast<int>(MostWorld(job));
   v.previous = r.previous_workers;
   v.gpu = IsCudaDevice(job.spec().device());
   v.min_world = static_cast<int>(job.min_world_size());

@@ -526,8 +526,10 @@ bool IsTerminal(tagi::v1::JobState state);
 // What a pending job waits for ("waiting for 3 idle workers", "... for 1 to
 // 3 ...": an elastic job's bounds).
 std::string JobWaitingReason(const tagi::v1::Job& job);
-// The fewest ranks the job can run with: an elastic job's minimum, else its world.
+// The fewest and the most ranks the job can run with: an elastic job's
+// bounds, else its world.
 uint32_t LeastWorld(const tagi::v1::Job& job);
+uint32_t MostWorld(const tagi::v1::Job& job);
 // The number of the newest epoch in the history (epochs count from 1; 0:
 // none yet). Not the history's size: it keeps the newest kMaxEpochHistory.
 uint64_t LastEpoch(const tagi::v1::JobProgress& p);

@@ -235,10 +235,7 @@ grpc::ServerUnaryReactor* ClusterService::Rendezvous(grpc::CallbackServerContext
                                                      const tagi::v1::RendezvousRequest* req,
                                                      tagi::v1::RendezvousResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (auto st = Check(*ctx, "Cluster.Rendezvous"); !st.ok()) {
-    reactor->Finish(st);
-    return reactor;
-  }
+  if (Refused(*ctx, "Cluster.Rendezvous", reactor)) return reactor;
   c_.RendezvousAsync(req->worker_id(), Millis(req->wait_ms()),
                      [reactor, resp](absl::StatusOr<tagi::v1::RendezvousResponse> r) {
                        if (r.ok()) *resp = std::move(*r);
@@ -258,10 +255,7 @@ grpc::ServerUnaryReactor* ClusterService::StoreGet(grpc::CallbackServerContext* 
                                                    const tagi::v1::StoreGetRequest* req,
                                                    tagi::v1::StoreGetResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (auto st = Check(*ctx, "Cluster.StoreGet"); !st.ok()) {
-    reactor->Finish(st);
-    return reactor;
-  }
+  if (Refused(*ctx, "Cluster.StoreGet", reactor)) return reactor;
   c_.StoreGetAsync(req->job_id(), req->generation(), req->key(), Millis(req->wait_ms()),
                    [reactor, resp](absl::StatusOr<std::string> v) {
                      if (v.ok()) resp->set_value(std::move(*v));
@@ -274,10 +268,7 @@ grpc::ServerUnaryReactor* ClusterService::StoreWait(grpc::CallbackServerContext*
                                                     const tagi::v1::StoreWaitRequest* req,
                                                     tagi::v1::StoreWaitResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (auto st = Check(*ctx, "Cluster.StoreWait"); !st.ok()) {
-    reactor->Finish(st);
-    return reactor;
-  }
+  if (Refused(*ctx, "Cluster.StoreWait", reactor)) return reactor;
   std::vector<std::string> keys(req->keys().begin(), req->keys().end());
   c_.StoreWaitAsync(req->job_id(), req->generation(), keys, Millis(req->wait_ms()),
                     [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
@@ -457,6 +448,14 @@ ClusterService::ClusterService(Coordinator& c, absl::Duration keepalive, TokenSe
 ClusterService::~ClusterService() {
   Shutdown();
   keepalive_thread_.join();
+}
+
+bool ClusterService::Refused(const grpc::ServerContextBase& ctx, const char* rpc,
+                             grpc::ServerUnaryReactor* reactor) const {
+  grpc::Status st = Check(ctx, rpc);
+  if (st.ok()) return false;
+  reactor->Finish(std::move(st));
+  return true;
 }
 
 grpc::Status ClusterService::Check(const grpc::ServerContextBase& ctx, const char* rpc) const {

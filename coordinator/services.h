@@ -133,6 +133,10 @@ class ClusterService final : public ClusterServiceBase {
   friend class SessionReactor;
   grpc::Status Authorize(const grpc::ServerContextBase& ctx, const char* rpc) const;
   grpc::Status Check(const grpc::ServerContextBase& ctx, const char* rpc) const;
+  // Check for a callback call: true (the reactor finished with the refusal)
+  // when it is refused.
+  bool Refused(const grpc::ServerContextBase& ctx, const char* rpc,
+               grpc::ServerUnaryReactor* reactor) const;
   // Drops the service's ownership of a reactor that is done.
   void RemoveSession(SessionReactor* reactor);
   void KeepAliveLoop();

@@ -245,17 +245,7 @@ uint64_t SamplerSeed(const tagi::v1::JobSpec& spec) {
   return DeriveSeed(spec.seed(), kSamplerStream);
 }
 
-// Where training stands at a step boundary: the epoch, the steps done in
-// it, the offset of its next step in the epoch's sample sequence
-// (data/sampler.h), and the steps done in the whole job. Under one world
-// offset = step * world * batch and global_step = epoch * steps_per_epoch +
-// step; an elastic job's epochs may have run under several worlds.
-struct Cursor {
-  uint64_t epoch = 0;
-  uint64_t step = 0;
-  uint64_t offset = 0;
-  uint64_t global_step = 0;
-};
+using Cursor = data::SamplerCursor;
 
 // The snapshot's fields at `at`, without the parameters.
 Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, const Cursor& at) {
@@ -318,10 +308,10 @@ void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& contro
   }
 }
 
-// What is wrong with resuming `s` (decoded) in this generation; empty when
-// nothing is. Under a fixed world the cursor must be a step of that world;
-// an elastic job's may come from another world (the snapshot's), anywhere
-// in an epoch.
+// What is wrong with resuming `s` (decoded, its world known) in this
+// generation; empty when nothing is. Under a fixed world the cursor must be
+// a step of that world; an elastic job's may come from another world (the
+// snapshot's), anywhere in an epoch.
 std::string CheckResumeCursor(const Snapshot& s, const Assignment& a, const Trainer& trainer,
                               size_t num_samples) {
   const tagi::v1::JobSpec& spec = a.spec();
@@ -330,15 +320,12 @@ std::string CheckResumeCursor(const Snapshot& s, const Assignment& a, const Trai
     return absl::StrFormat("epoch %d offset %d is past the job's %d epochs", s.epoch, s.offset,
                            spec.epochs());
   }
-  if (s.world == 0 || !IsElastic(spec)) {
-    // A fixed world (a version 2 snapshot has none: it is the job's).
-    const uint64_t world = s.world == 0 ? a.world_size() : s.world;
-    if (world != a.world_size()) {
-      return absl::StrFormat("it was taken at world %d; this job's world is fixed at %d", world,
+  if (!IsElastic(spec)) {
+    if (s.world != a.world_size()) {
+      return absl::StrFormat("it was taken at world %d; this job's world is fixed at %d", s.world,
                              a.world_size());
     }
-    const uint64_t offset = s.world == 0 ? s.step * trainer.global_batch() : s.offset;
-    if (s.step >= steps || offset != s.step * trainer.global_batch() ||
+    if (s.step >= steps || s.offset != s.step * trainer.global_batch() ||
         s.global_step != s.epoch * steps + s.step) {
       return absl::StrFormat("epoch %d step %d (global %d) is not a step of this job", s.epoch,
                              s.step, s.global_step);
@@ -392,15 +379,18 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
   const size_t limit =
       (4 * model.num_parameters() + 2 * model.num_state()) * sizeof(float) + (size_t{2} << 20);
   TAGI_ASSIGN_OR_RETURN(const std::string bytes, client.DownloadSnapshot(req, limit));
-  TAGI_ASSIGN_OR_RETURN(const Snapshot s, DecodeSnapshot(bytes));
+  TAGI_ASSIGN_OR_RETURN(Snapshot s, DecodeSnapshot(bytes));
+  if (s.world == 0) {  // version 2, from before elastic jobs: the job's fixed world
+    s.world = a.world_size();
+    s.offset = s.step * trainer.global_batch();
+  }
   if (const std::string wrong = ResumeMismatch(s, a, model, trainer, num_samples);
       !wrong.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("cannot resume from the snapshot: ", wrong));
   }
   TAGI_RETURN_IF_ERROR(model.WriteParameters(s.parameters));
   TAGI_RETURN_IF_ERROR(model.WriteState(s.state));
-  *at = {s.epoch, s.step, s.world == 0 ? s.step * trainer.global_batch() : s.offset,
-         s.global_step};
+  *at = {s.epoch, s.step, s.offset, s.global_step};
   return absl::OkStatus();
 }
 

@@ -17,12 +17,7 @@
 namespace tagi {
 namespace {
 
-// Where training stands between two steps (as a snapshot records it).
-struct Position {
-  uint64_t epoch = 0;
-  uint64_t offset = 0;  // in the epoch's sample sequence
-  uint64_t global = 0;
-};
+using Position = data::SamplerCursor;
 
 // What passes from one world to the next: rank 0's parameters and state.
 struct Carry {
@@ -69,13 +64,15 @@ void RunRank(const tagi::v1::JobSpec& spec, const data::LoadedData& data, int ra
     Trainer trainer(spec, *model, data, clock, std::move(topt));
     const size_t n = data.data.train.num_samples;
     Position at = start;
-    while (at.epoch < spec.epochs() && at.global < end_step) {
+    while (at.epoch < spec.epochs() && at.global_step < end_step) {
       TAGI_RETURN_IF_ERROR(trainer.StepAt(at.epoch, at.offset));
       at.offset += trainer.global_batch();
-      ++at.global;
+      ++at.step;
+      ++at.global_step;
       if (at.offset >= n) {  // the epoch's end: the workers evaluate here
         TAGI_ASSIGN_OR_RETURN(out.last_test, trainer.Evaluate());
         ++at.epoch;
+        at.step = 0;
         at.offset = 0;
       }
     }
@@ -172,7 +169,7 @@ absl::StatusOr<ScheduleResult> RunWorldSchedule(const tagi::v1::JobSpec& spec,
   if (!carry.has_value()) return absl::InvalidArgumentError("the job has no epoch to train");
   result.parameters = std::move(carry->parameters);
   result.state = std::move(carry->state);
-  result.steps = at.global;
+  result.steps = at.global_step;
   return result;
 }
 

@@ -44,11 +44,17 @@
 
 namespace tagi::data {
 
-// Where a rank is in its data stream; stored in snapshots. `step` is the
-// next step to run within `epoch`.
+// Where training stands at a step boundary, as a snapshot records it: the
+// epoch, the steps done in it, the offset of its next step in the epoch's
+// sample sequence (see "Elastic jobs"), and the steps done in the whole
+// job. Under one world offset = step * world * batch and global_step =
+// epoch * steps_per_epoch + step; an elastic job's epochs may have run
+// under several worlds.
 struct SamplerCursor {
   uint64_t epoch = 0;
   uint64_t step = 0;
+  uint64_t offset = 0;
+  uint64_t global_step = 0;
 };
 
 // The permutation of [0, num_samples) used in `epoch` (see above).
