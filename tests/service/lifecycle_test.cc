@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -70,6 +71,45 @@ TEST_F(ServiceLifecycle, EveryProcessExitsOnSigterm) {
   ExpectExitsCleanly(w2, SIGTERM, absl::Seconds(5));
   ExpectExitsCleanly(coordinator(), SIGTERM, absl::Seconds(5));
   EXPECT_THAT(coordinator().Stderr(), HasSubstr("shutting down"));
+}
+
+// A rank whose worker gets SIGTERM mid-job votes to stop; the other rank
+// stops by that vote without having been told to cancel, and must report a
+// retryable end (it used to say "cancelled", which FAILED the job whenever
+// its report reached the coordinator before the leaving worker's). The job
+// resumes on a spare and SUCCEEDS. Three times: the order of the two reports
+// is up to the scheduler.
+TEST_F(ServiceLifecycle, AWorkerLeavingMidJobOnSigtermHandsItsRankToASpare) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(2));
+  std::vector<ChildProcess*> workers = {&StartWorker(), &StartWorker(), &StartWorker()};
+  ASSERT_TRUE(WaitForWorkers(3, "IDLE", absl::Seconds(20)));
+  const std::string job = WriteJob("fmnist", FmnistJobJson({.world = 2, .epochs = 30}));
+  for (int trial = 0; trial < 3; ++trial) {
+    const std::string id = Submit(job);
+    auto running = WaitForJob(id, [](const tagi::v1::Job& j) {
+      return j.state() != tagi::v1::PENDING && j.progress().global_step() >= 20;
+    }, absl::Seconds(60));
+    ASSERT_TRUE(running.has_value() && running->state() == tagi::v1::RUNNING)
+        << (running ? running->reason() : "no job");
+    const std::string leaving = running->workers(1);
+    ChildProcess* w = nullptr;
+    for (ChildProcess* c : workers) {
+      if (c->Alive() && c->Stderr().find(absl::StrCat(" as ", leaving, "\n")) != std::string::npos) {
+        w = c;
+      }
+    }
+    ASSERT_NE(w, nullptr) << leaving;
+    ExpectExitsCleanly(*w, SIGTERM, absl::Seconds(10));
+    workers.push_back(&StartWorker());  // the next trial's spare
+    const auto done = WaitForJob(id, [](const tagi::v1::Job& j) {
+      return j.state() == tagi::v1::SUCCEEDED || j.state() == tagi::v1::FAILED ||
+             j.state() == tagi::v1::CANCELLED;
+    }, absl::Seconds(120));
+    ASSERT_TRUE(done.has_value());
+    ASSERT_EQ(done->state(), tagi::v1::SUCCEEDED) << "trial " << trial << ": " << done->reason();
+    EXPECT_GE(done->restarts(), 1u);
+  }
 }
 
 TEST_F(ServiceLifecycle, CoordinatorExitsOnSigint) {
