@@ -87,16 +87,22 @@ std::optional<spec::Architecture> BuildArchitecture(const JobSpec& job, Problems
   }
   // A missing head is CheckHead's to report; its width rule needs one.
   arch.head = {spec::HeadKind::kRegression, 0};
-  if (job.head().has_classification()) {
-    arch.head = {spec::HeadKind::kClassification, job.head().classification().num_classes()};
+  if (job.has_head() && (job.head().has_classification() || job.head().has_regression())) {
+    absl::StatusOr<spec::HeadSpec> head = spec::HeadFromProto(job.head());
+    if (head.ok()) {
+      arch.head = *head;
+    } else {
+      problems.push_back(std::string(head.status().message()));
+    }
   }
   if (problems.empty()) spec::CheckArchitecture(arch, &problems);
   if (problems.empty() && job.head().has_regression()) {
     const int out = ExpectedOutputWidth(job);
     if (out > 0 && arch.output_width() != static_cast<uint32_t>(out)) {
-      problems.push_back(absl::StrFormat("layers: the last layer gives %d outputs but the "
-                                         "regression head needs %d (one per target)",
-                                         arch.output_width(), out));
+      problems.push_back(absl::StrFormat(
+          "layers: the last layer gives %d outputs but the regression head needs %d (%s)",
+          arch.output_width(), out,
+          arch.head.heteroscedastic ? "a mean and a noise unit per target" : "one per target"));
     }
   }
   for (std::string& problem : problems) p.AddRaw(std::move(problem));
@@ -286,7 +292,14 @@ void CheckTraining(const JobSpec& spec, Problems& p) {
     p.Add("epochs: %d; expected 1..%d", spec.epochs(), kMaxEpochs);
   }
   const auto& noise = spec.noise();
-  if (!FinitePositive(noise.sigma_v())) {
+  // A heteroscedastic head learns its noise: the schedule may be left out
+  // (all zero) and is not used; one that is given must still make sense.
+  const bool learned_noise = spec.head().regression().heteroscedastic() &&
+                             noise.sigma_v() == 0.0f && !noise.has_decay() &&
+                             noise.sigma_v_min() == 0.0f;
+  if (learned_noise) {
+    // nothing to check
+  } else if (!FinitePositive(noise.sigma_v())) {
     p.Add("noise.sigma_v: %g; expected a finite value > 0", noise.sigma_v());
   }
   if (noise.has_decay() && !(noise.decay() > 0.0f && noise.decay() <= 1.0f)) {
@@ -464,13 +477,17 @@ int ExpectedOutputWidth(const JobSpec& spec) {
   if (spec.head().has_classification()) {
     const uint32_t k = spec.head().classification().num_classes();
     if (k < 2 || k > static_cast<uint32_t>(HsmTree::kMaxClasses)) return 0;
+    if (spec.head().classification().output() == tagi::v1::Head::ONE_HOT) {
+      return static_cast<int>(k);
+    }
     return HsmTree::OutputWidth(static_cast<int>(k));
   }
   if (spec.head().has_regression()) {
-    if (spec.data().kind() == DataSpec::TOY_CUBIC) return 1;
+    const int per_target = spec.head().regression().heteroscedastic() ? 2 : 1;
+    if (spec.data().kind() == DataSpec::TOY_CUBIC) return per_target;
     if (spec.data().kind() == DataSpec::CSV) {
       const uint32_t targets = TargetColumns(spec.data());
-      return targets > kMaxLayerWidth ? 0 : static_cast<int>(targets);
+      return targets > kMaxLayerWidth ? 0 : per_target * static_cast<int>(targets);
     }
   }
   return 0;

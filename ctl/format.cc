@@ -167,9 +167,13 @@ std::string JobDetails(const tagi::v1::Job& j) {
   const bool classification = j.spec().head().has_classification();
   for (const auto& e : p.epochs()) {
     const std::string metric =
-        classification ? absl::StrFormat("train acc %.2f%%  test acc %.2f%%",
-                                         100 * e.train_accuracy(), 100 * e.test_accuracy())
-                       : absl::StrFormat("test RMSE %.4f", e.test_rmse());
+        classification
+            ? absl::StrFormat("train acc %.2f%%  test acc %.2f%%  ECE %.4f  Brier %.4f",
+                              100 * e.train_accuracy(), 100 * e.test_accuracy(), e.test_ece(),
+                              e.test_brier())
+            : absl::StrFormat("test RMSE %.4f  cover68 %.1f%%  cover95 %.1f%%",
+                              e.test_rmse(), 100 * e.test_coverage_68(),
+                              100 * e.test_coverage_95());
     absl::StrAppendFormat(&out, "epoch %-4d %s  test log-lik %.4f  sigma_v %g  %.2f s\n",
                           e.epoch(), metric, e.test_log_likelihood(), e.sigma_v(), e.seconds());
   }

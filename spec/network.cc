@@ -87,7 +87,96 @@ void MinBatch(const std::vector<LayerSpec>& layers, Shape in, const std::string&
   }
 }
 
+// Output activations anywhere but the last top-level layer (inside a block,
+// or before another layer) are refused with their path.
+void CheckOutputActivationPlacement(const std::vector<LayerSpec>& layers, const std::string& at,
+                                    bool top, CheckContext& ctx) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    const std::string here = absl::StrCat(at, "[", i, "]");
+    if (IsOutputActivation(l.kind) && !(top && i + 1 == layers.size())) {
+      ctx.Add(absl::StrFormat("%s: %s is an output activation; it may only be the network's "
+                              "last layer", here, KindName(l.kind)));
+    }
+    CheckOutputActivationPlacement(l.main, here + ".residual.main", false, ctx);
+    CheckOutputActivationPlacement(l.shortcut, here + ".residual.shortcut", false, ctx);
+  }
+}
+
+// Whether a layer writes a jcb at its output (an activation).
+bool ActivationFeeds(const LayerSpec& l) {
+  const KindRules* rules = RulesOf(l.kind);
+  return rules != nullptr && rules->produces_jcb();
+}
+
+// The head against the last layer (its kind and width `out`).
+void CheckHeadFits(const Architecture& arch, uint64_t out, CheckContext& ctx) {
+  const LayerSpec& last = arch.layers.back();
+  const std::string last_at = absl::StrFormat("layers[%d] (%s)", arch.layers.size() - 1,
+                                              KindName(last.kind));
+  const HeadSpec& head = arch.head;
+  if (head.kind == HeadKind::kClassification) {
+    const uint32_t k = head.num_classes;
+    if (k < 2 || k > static_cast<uint32_t>(HsmTree::kMaxClasses)) {
+      ctx.Add(absl::StrFormat("head.classification.num_classes: %d; expected 2..%d", k,
+                              HsmTree::kMaxClasses));
+      return;
+    }
+    if (head.heteroscedastic) ctx.Add("head: a classification head is not heteroscedastic");
+    if (head.one_hot) {
+      if (last.kind != Layer::REMAX && last.kind != Layer::CLOSED_FORM_SOFTMAX) {
+        ctx.Add(absl::StrFormat("head.classification.output: ONE_HOT needs REMAX or "
+                                "CLOSED_FORM_SOFTMAX as the last layer, but %s is",
+                                last_at));
+      } else if (out != k) {
+        ctx.Add(absl::StrFormat("layers: the last layer gives %d outputs but %d classes one-hot "
+                                "need %d", out, k, k));
+      }
+      return;
+    }
+    if (IsOutputActivation(last.kind)) {
+      ctx.Add(absl::StrFormat("head.classification.output: HIERARCHICAL_SOFTMAX reads the last "
+                              "layer's units as tree nodes, but %s is an output activation "
+                              "(use output ONE_HOT with REMAX or CLOSED_FORM_SOFTMAX)",
+                              last_at));
+    } else if (out != static_cast<uint64_t>(HsmTree::OutputWidth(static_cast<int>(k)))) {
+      ctx.Add(absl::StrFormat("layers: the last layer gives %d outputs but %d classes by "
+                              "hierarchical softmax need %d", out, k,
+                              HsmTree::OutputWidth(static_cast<int>(k))));
+    }
+    return;
+  }
+  if (head.kind != HeadKind::kRegression) {
+    ctx.Add("head: unknown kind");
+    return;
+  }
+  if (head.num_classes != 0 || head.one_hot) {
+    ctx.Add(absl::StrFormat("head: a regression head takes no class count (found %d)",
+                            head.num_classes));
+  }
+  if (head.heteroscedastic) {
+    if (last.kind != Layer::EVEN_EXP) {
+      ctx.Add(absl::StrFormat("head.regression.heteroscedastic: needs EVEN_EXP as the last "
+                              "layer (two outputs per target: mean and noise), but %s is",
+                              last_at));
+    } else if (arch.layers.size() < 2 || ActivationFeeds(arch.layers[arch.layers.size() - 2])) {
+      ctx.Add(absl::StrFormat("%s: EVEN_EXP must follow a layer with parameters (e.g. LINEAR), "
+                              "not an activation", last_at));
+    }
+  } else if (IsOutputActivation(last.kind)) {
+    ctx.Add(absl::StrFormat("head.regression: %s needs %s; a homoscedastic regression head "
+                            "reads plain outputs",
+                            last_at, last.kind == Layer::EVEN_EXP
+                                         ? "{\"regression\": {\"heteroscedastic\": true}}"
+                                         : "a classification head with output ONE_HOT"));
+  }
+}
+
 }  // namespace
+
+bool IsOutputActivation(LayerKind kind) {
+  return kind == Layer::REMAX || kind == Layer::CLOSED_FORM_SOFTMAX || kind == Layer::EVEN_EXP;
+}
 
 std::string Shape::ToString() const {
   if (flat()) return absl::StrCat(c);
@@ -109,7 +198,10 @@ const KindRules* RulesOf(LayerKind kind) {
     case Layer::SIGMOID:
     case Layer::TANH:
     case Layer::SOFTPLUS:
-    case Layer::MIXTURE_RELU: return &ActivationRules(kind);
+    case Layer::MIXTURE_RELU:
+    case Layer::REMAX:
+    case Layer::CLOSED_FORM_SOFTMAX:
+    case Layer::EVEN_EXP: return &ActivationRules(kind);
     case Layer::RESIDUAL: return &ResidualRules();
     case Layer::CONV2D: return &Conv2dRules();
     case Layer::AVG_POOL2D:
@@ -189,22 +281,8 @@ void CheckArchitecture(const Architecture& arch, std::vector<std::string>* probl
     ctx.Add(absl::StrFormat("layers: %d parameters and %d state values; at most %d of each are "
                             "allowed", params, state, kMaxParameters));
   }
-  if (arch.head.kind == HeadKind::kClassification) {
-    const uint32_t k = arch.head.num_classes;
-    if (k < 2 || k > static_cast<uint32_t>(HsmTree::kMaxClasses)) {
-      ctx.Add(absl::StrFormat("head.classification.num_classes: %d; expected 2..%d", k,
-                              HsmTree::kMaxClasses));
-    } else if (out->size() != static_cast<uint64_t>(HsmTree::OutputWidth(static_cast<int>(k)))) {
-      ctx.Add(absl::StrFormat("layers: the last layer gives %d outputs but %d classes by "
-                              "hierarchical softmax need %d", out->size(), k,
-                              HsmTree::OutputWidth(static_cast<int>(k))));
-    }
-  } else if (arch.head.kind != HeadKind::kRegression) {
-    ctx.Add("head: unknown kind");
-  } else if (arch.head.num_classes != 0) {
-    ctx.Add(absl::StrFormat("head: a regression head takes no class count (found %d)",
-                            arch.head.num_classes));
-  }
+  CheckOutputActivationPlacement(arch.layers, "layers", true, ctx);
+  CheckHeadFits(arch, out->size(), ctx);
 }
 
 absl::Status ValidateArchitecture(const Architecture& arch) {
@@ -250,9 +328,9 @@ std::string Architecture::ToString() const {
   std::string s = input.ToString();
   AppendLayers(layers, &s);
   if (head.kind == HeadKind::kClassification) {
-    absl::StrAppend(&s, " hsm(", head.num_classes, ")");
+    absl::StrAppend(&s, head.one_hot ? " onehot(" : " hsm(", head.num_classes, ")");
   } else {
-    absl::StrAppend(&s, " regression");
+    absl::StrAppend(&s, head.heteroscedastic ? " heteroscedastic" : " regression");
   }
   return s;
 }

@@ -73,8 +73,20 @@ enum class HeadKind : uint8_t { kClassification = 1, kRegression = 2 };
 struct HeadSpec {
   HeadKind kind = HeadKind::kClassification;
   uint32_t num_classes = 0;  // classification only
+  // Classification: one output per class observed one-hot (the last layer
+  // is REMAX or CLOSED_FORM_SOFTMAX) instead of hierarchical softmax.
+  bool one_hot = false;
+  // Regression: [mean, noise] pairs through EVEN_EXP, no sigma_v.
+  bool heteroscedastic = false;
   bool operator==(const HeadSpec&) const = default;
+  bool hierarchical_softmax() const { return kind == HeadKind::kClassification && !one_hot; }
+  // Output units per target (regression): 2 when heteroscedastic.
+  uint32_t units_per_target() const { return heteroscedastic ? 2 : 1; }
 };
+
+// Whether a kind is an output activation (REMAX, CLOSED_FORM_SOFTMAX,
+// EVEN_EXP): allowed only as the last top-level layer, under its head.
+bool IsOutputActivation(LayerKind kind);
 
 struct Architecture {
   Shape input;

@@ -98,9 +98,21 @@ std::vector<LayerSpec> LayersFromProto(const google::protobuf::RepeatedPtrField<
 
 absl::StatusOr<HeadSpec> HeadFromProto(const tagi::v1::Head& head) {
   if (head.has_classification()) {
-    return HeadSpec{HeadKind::kClassification, head.classification().num_classes()};
+    const tagi::v1::Head::ClassOutput output = head.classification().output();
+    if (!tagi::v1::Head::ClassOutput_IsValid(output)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "head.classification.output: %d is not a class output; expected HIERARCHICAL_SOFTMAX "
+          "or ONE_HOT", static_cast<int>(output)));
+    }
+    HeadSpec spec{HeadKind::kClassification, head.classification().num_classes()};
+    spec.one_hot = output == tagi::v1::Head::ONE_HOT;
+    return spec;
   }
-  if (head.has_regression()) return HeadSpec{HeadKind::kRegression, 0};
+  if (head.has_regression()) {
+    HeadSpec spec{HeadKind::kRegression, 0};
+    spec.heteroscedastic = head.regression().heteroscedastic();
+    return spec;
+  }
   return absl::InvalidArgumentError(
       "head: missing; expected {\"classification\": {\"numClasses\": K}} or {\"regression\": {}}");
 }
@@ -131,9 +143,11 @@ tagi::v1::Network ArchitectureToProto(const Architecture& arch) {
   network.mutable_input()->set_width(arch.input.w);
   LayersToProto(arch.layers, network.mutable_layers());
   if (arch.head.kind == HeadKind::kClassification) {
-    network.mutable_head()->mutable_classification()->set_num_classes(arch.head.num_classes);
+    auto* classification = network.mutable_head()->mutable_classification();
+    classification->set_num_classes(arch.head.num_classes);
+    if (arch.head.one_hot) classification->set_output(tagi::v1::Head::ONE_HOT);
   } else {
-    network.mutable_head()->mutable_regression();
+    network.mutable_head()->mutable_regression()->set_heteroscedastic(arch.head.heteroscedastic);
   }
   return network;
 }

@@ -223,6 +223,12 @@ void FillEpoch(const EpochMetrics& m, tagi::v1::EpochMetrics* out) {
   out->set_test_log_likelihood(m.test.log_likelihood);
   out->set_sigma_v(m.sigma_v);
   out->set_seconds(m.seconds);
+  out->set_test_nll(m.test.nll);
+  out->set_test_ece(m.test.ece);
+  out->set_test_brier(m.test.brier);
+  out->set_test_coverage_68(m.test.coverage_68);
+  out->set_test_coverage_95(m.test.coverage_95);
+  out->set_test_mean_std(m.test.mean_std);
 }
 
 // The job's data: the cached copy when the last job loaded the same data

@@ -53,6 +53,12 @@ struct WorkerMetricsState {
     Gauge* test_log_likelihood = nullptr;
     Gauge* test_rmse = nullptr;
     Gauge* sigma_v = nullptr;
+    Gauge* test_ece = nullptr;
+    Gauge* test_nll = nullptr;
+    Gauge* test_brier = nullptr;
+    Gauge* test_coverage_68 = nullptr;
+    Gauge* test_coverage_95 = nullptr;
+    Gauge* test_predictive_std = nullptr;
   };
 
   WorkerMetricsState()
@@ -90,6 +96,24 @@ struct WorkerMetricsState {
                               "Test RMSE after the last epoch (regression).")),
         sigma_v(GaugeFamily(*registry, "tagi_worker_sigma_v",
                             "Observation noise sigma_v used in the last epoch.")),
+        test_ece(GaugeFamily(*registry, "tagi_worker_test_ece",
+                             "Expected calibration error of the test predictions after the "
+                             "last epoch (15 bins of the top probability; classification).")),
+        test_nll(GaugeFamily(*registry, "tagi_worker_test_nll",
+                             "Negative log-likelihood per test sample (per observed target "
+                             "for regression) after the last epoch.")),
+        test_brier(GaugeFamily(*registry, "tagi_worker_test_brier",
+                               "Brier score per test sample after the last epoch "
+                               "(classification).")),
+        test_coverage_68(GaugeFamily(*registry, "tagi_worker_test_coverage_68",
+                                     "Share of test targets inside the central 68 % "
+                                     "predictive interval after the last epoch (regression).")),
+        test_coverage_95(GaugeFamily(*registry, "tagi_worker_test_coverage_95",
+                                     "Share of test targets inside the central 95 % "
+                                     "predictive interval after the last epoch (regression).")),
+        test_predictive_std(GaugeFamily(*registry, "tagi_worker_test_predictive_std",
+                                        "Mean predictive standard deviation of the test "
+                                        "targets after the last epoch (regression).")),
         connected(GaugeFamily(*registry, "tagi_worker_coordinator_connected",
                               "1 while the session stream to the coordinator is open and "
                               "heard, else 0.")
@@ -112,6 +136,12 @@ struct WorkerMetricsState {
     Drop(test_log_likelihood, series.test_log_likelihood);
     Drop(test_rmse, series.test_rmse);
     Drop(sigma_v, series.sigma_v);
+    Drop(test_ece, series.test_ece);
+    Drop(test_nll, series.test_nll);
+    Drop(test_brier, series.test_brier);
+    Drop(test_coverage_68, series.test_coverage_68);
+    Drop(test_coverage_95, series.test_coverage_95);
+    Drop(test_predictive_std, series.test_predictive_std);
   }
 
   absl::Mutex mu;
@@ -128,6 +158,12 @@ struct WorkerMetricsState {
   Family<Gauge>& test_log_likelihood;
   Family<Gauge>& test_rmse;
   Family<Gauge>& sigma_v;
+  Family<Gauge>& test_ece;
+  Family<Gauge>& test_nll;
+  Family<Gauge>& test_brier;
+  Family<Gauge>& test_coverage_68;
+  Family<Gauge>& test_coverage_95;
+  Family<Gauge>& test_predictive_std;
   Gauge& connected;
   bool is_connected ABSL_GUARDED_BY(mu) = false;
   prometheus::Labels labels ABSL_GUARDED_BY(mu);
@@ -176,9 +212,15 @@ void WorkerMetrics::RecordEpoch(const EpochMetrics& m) {
   if (s.classification) {
     gauge(s.train_accuracy, s.series.train_accuracy).Set(m.train_accuracy);
     gauge(s.test_accuracy, s.series.test_accuracy).Set(m.test.accuracy);
+    gauge(s.test_ece, s.series.test_ece).Set(m.test.ece);
+    gauge(s.test_brier, s.series.test_brier).Set(m.test.brier);
   } else {
     gauge(s.test_rmse, s.series.test_rmse).Set(m.test.rmse);
+    gauge(s.test_coverage_68, s.series.test_coverage_68).Set(m.test.coverage_68);
+    gauge(s.test_coverage_95, s.series.test_coverage_95).Set(m.test.coverage_95);
+    gauge(s.test_predictive_std, s.series.test_predictive_std).Set(m.test.mean_std);
   }
+  gauge(s.test_nll, s.series.test_nll).Set(m.test.nll);
   gauge(s.test_log_likelihood, s.series.test_log_likelihood).Set(m.test.log_likelihood);
   gauge(s.sigma_v, s.series.sigma_v).Set(m.sigma_v);
 }

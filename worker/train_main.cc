@@ -71,19 +71,25 @@ constexpr size_t kEvalBatch = 256;
 
 std::string MetricsText(const tagi::v1::JobSpec& spec, const EvalMetrics& m) {
   if (spec.head().has_classification()) {
-    return absl::StrFormat("test accuracy %.2f%%  test log-likelihood %.4f", 100.0 * m.accuracy,
-                           m.log_likelihood);
+    return absl::StrFormat("test accuracy %.2f%%  test log-likelihood %.4f  ECE %.4f  Brier %.4f",
+                           100.0 * m.accuracy, m.log_likelihood, m.ece, m.brier);
   }
-  return absl::StrFormat("test RMSE %.4f  test log-likelihood %.4f", m.rmse, m.log_likelihood);
+  return absl::StrFormat(
+      "test RMSE %.4f  test log-likelihood %.4f  coverage 68%% %.1f%%  95%% %.1f%%  mean sd %.4g",
+      m.rmse, m.log_likelihood, 100.0 * m.coverage_68, 100.0 * m.coverage_95, m.mean_std);
 }
 
 std::string MetricsJson(const tagi::v1::JobSpec& spec, const EvalMetrics& m) {
   if (spec.head().has_classification()) {
-    return absl::StrFormat("\"test_accuracy\":%.6f,\"test_log_likelihood\":%.6f", m.accuracy,
-                           m.log_likelihood);
+    return absl::StrFormat(
+        "\"test_accuracy\":%.6f,\"test_log_likelihood\":%.6f,\"test_nll\":%.6f,"
+        "\"test_ece\":%.6f,\"test_brier\":%.6f",
+        m.accuracy, m.log_likelihood, m.nll, m.ece, m.brier);
   }
-  return absl::StrFormat("\"test_rmse\":%.6f,\"test_log_likelihood\":%.6f", m.rmse,
-                         m.log_likelihood);
+  return absl::StrFormat(
+      "\"test_rmse\":%.6f,\"test_log_likelihood\":%.6f,\"test_nll\":%.6f,"
+      "\"test_coverage_68\":%.6f,\"test_coverage_95\":%.6f,\"test_mean_std\":%.6g",
+      m.rmse, m.log_likelihood, m.nll, m.coverage_68, m.coverage_95, m.mean_std);
 }
 
 absl::StatusOr<tagi::v1::JobSpec> LoadJob(const Options& opt) {

@@ -34,30 +34,52 @@ absl::Status ScoreClassification(engine::Engine& model, const data::Dataset& tes
   for (size_t i = 0; i < n; ++i) {
     const float* p = probs.data() + i * static_cast<size_t>(k);
     const int label = test.labels[first + i];
-    if (engine::Argmax(p, k) == label) s.correct += 1.0;
+    const int top = engine::Argmax(p, k);
+    const bool right = top == label;
+    if (right) s.correct += 1.0;
     s.log_likelihood += std::log(std::max<double>(p[label], kMinProbability));
+    double brier = 0.0;
+    for (int c = 0; c < k; ++c) {
+      const double miss = static_cast<double>(p[c]) - (c == label ? 1.0 : 0.0);
+      brier += miss * miss;
+    }
+    s.brier += brier;
+    const int bin = CalibrationBin(p[top]);
+    s.bin_count[bin] += 1.0;
+    s.bin_confidence[bin] += p[top];
+    if (right) s.bin_correct[bin] += 1.0;
   }
   s.observed += static_cast<double>(n);
   return absl::OkStatus();
 }
 
+// Heteroscedastic heads give [mean, noise] pairs: the predictive variance is
+// var(mean) + E[noise], and sigma_v is not used.
 absl::Status ScoreRegression(engine::Engine& model, const data::Dataset& test,
                              const data::Standardizer& target, float sigma_v, size_t first,
                              size_t n, EvalSums& s) {
   const size_t width = test.output_dim;
+  const bool learned_noise = model.architecture().head.heteroscedastic;
   TAGI_ASSIGN_OR_RETURN(const engine::ConstGaussianView out, model.Output(n));
   const double var_v = static_cast<double>(sigma_v) * sigma_v;
   for (size_t i = 0; i < n * width; ++i) {
     const size_t col = i % width;
     const float y = test.targets[first * width + i];
     if (std::isnan(y)) continue;
+    const size_t unit = learned_noise ? 2 * i : i;
+    const double noise = learned_noise ? static_cast<double>(out.mu[unit + 1]) : var_v;
     // Predictions and targets back in the data's original units.
-    const double mu = data::InvertMean(target, col, out.mu[i]);
-    const double var = data::InvertVariance(target, col, static_cast<float>(out.var[i] + var_v));
+    const double mu = data::InvertMean(target, col, out.mu[unit]);
+    const double var =
+        data::InvertVariance(target, col, static_cast<float>(out.var[unit] + noise));
     const double err = data::InvertMean(target, col, y) - mu;
     s.squared_error += err * err;
     s.log_likelihood += -0.5 * (kLogTwoPi + std::log(var) + err * err / var);
     s.observed += 1.0;
+    const double sd = std::sqrt(var);
+    s.predictive_std += sd;
+    if (std::abs(err) <= kZ68 * sd) s.within_68 += 1.0;
+    if (std::abs(err) <= kZ95 * sd) s.within_95 += 1.0;
   }
   return absl::OkStatus();
 }
@@ -69,10 +91,12 @@ absl::Status CheckDataFitsModel(const data::LoadedData& d, const engine::Archite
         "the data has %d inputs per sample but layers[0].in_features is %d", train.input_dim,
         arch.input_width()));
   }
-  if (!train.is_classification() && train.output_dim != arch.output_width()) {
+  const size_t per_target = arch.head.units_per_target();
+  if (!train.is_classification() && train.output_dim * per_target != arch.output_width()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "the data has %d targets per sample but the last LINEAR layer has %d outputs",
-        train.output_dim, arch.output_width()));
+        "the data has %d targets per sample but the network has %d outputs%s", train.output_dim,
+        arch.output_width(),
+        per_target == 2 ? " (a heteroscedastic head needs two per target)" : ""));
   }
   return absl::OkStatus();
 }
@@ -135,15 +159,58 @@ absl::StatusOr<EvalSums> ScoreModel(engine::Engine& model, const data::Dataset& 
   return s;
 }
 
+int CalibrationBin(double p) {
+  const int bin = static_cast<int>(p * kCalibrationBins);
+  return std::clamp(bin, 0, kCalibrationBins - 1);
+}
+
+void EvalSums::Pack(float* out) const {
+  const double head[9] = {correct, log_likelihood, squared_error, observed, samples,
+                          brier, within_68, within_95, predictive_std};
+  for (size_t i = 0; i < 9; ++i) out[i] = static_cast<float>(head[i]);
+  for (int b = 0; b < kCalibrationBins; ++b) {
+    out[9 + b] = static_cast<float>(bin_count[b]);
+    out[9 + kCalibrationBins + b] = static_cast<float>(bin_confidence[b]);
+    out[9 + 2 * kCalibrationBins + b] = static_cast<float>(bin_correct[b]);
+  }
+}
+
+EvalSums EvalSums::Unpack(const float* in) {
+  EvalSums s;
+  s.correct = in[0];
+  s.log_likelihood = in[1];
+  s.squared_error = in[2];
+  s.observed = in[3];
+  s.samples = in[4];
+  s.brier = in[5];
+  s.within_68 = in[6];
+  s.within_95 = in[7];
+  s.predictive_std = in[8];
+  for (int b = 0; b < kCalibrationBins; ++b) {
+    s.bin_count[b] = in[9 + b];
+    s.bin_confidence[b] = in[9 + kCalibrationBins + b];
+    s.bin_correct[b] = in[9 + 2 * kCalibrationBins + b];
+  }
+  return s;
+}
+
 EvalMetrics MetricsFromSums(const EvalSums& s, bool classification) {
   EvalMetrics m;
   m.samples = static_cast<size_t>(s.samples);
   if (s.observed <= 0) return m;
   m.log_likelihood = s.log_likelihood / s.observed;
+  m.nll = -m.log_likelihood;
   if (classification) {
     m.accuracy = s.correct / s.observed;
+    m.brier = s.brier / s.observed;
+    double gap = 0.0;
+    for (int b = 0; b < kCalibrationBins; ++b) gap += std::abs(s.bin_confidence[b] - s.bin_correct[b]);
+    m.ece = gap / s.observed;
   } else {
     m.rmse = std::sqrt(s.squared_error / s.observed);
+    m.coverage_68 = s.within_68 / s.observed;
+    m.coverage_95 = s.within_95 / s.observed;
+    m.mean_std = s.predictive_std / s.observed;
   }
   return m;
 }
@@ -292,16 +359,15 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate() {
       EvalSums s,
       ScoreModel(model_, test, data_.target, sigma_v_, options_.eval_batch, first, last));
   if (options_.collective != nullptr) {
-    // Float sums: counts stay exact up to 2^24 samples; the log-likelihood
-    // sum keeps about seven significant digits.
-    float sums[5] = {static_cast<float>(s.correct), static_cast<float>(s.log_likelihood),
-                     static_cast<float>(s.squared_error), static_cast<float>(s.observed),
-                     static_cast<float>(s.samples)};
+    // Float sums: counts stay exact up to 2^24 samples; the other sums
+    // keep about seven significant digits.
+    float sums[EvalSums::kFloats];
+    s.Pack(sums);
     if (auto st = options_.collective->AllReduceSum(sums, options_.collective_timeout);
         !st.ok()) {
       return st;
     }
-    s = {sums[0], sums[1], sums[2], sums[3], sums[4]};
+    s = EvalSums::Unpack(sums);
   }
   return MetricsFromSums(s, test.is_classification());
 }

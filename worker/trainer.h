@@ -54,11 +54,28 @@ inline constexpr uint64_t kInitStream = 101;
 inline constexpr uint64_t kSamplerStream = 102;
 inline constexpr uint64_t kAugmentStream = 103;
 
+// Calibration (docs/heads.md "Calibration"): the bins of the expected
+// calibration error, and the central predictive intervals of regression.
+inline constexpr int kCalibrationBins = 15;
+inline constexpr double kZ68 = 0.99445788320975;  // P(|Z| <= z) = 0.68
+inline constexpr double kZ95 = 1.95996398454005;  // P(|Z| <= z) = 0.95
+
 struct EvalMetrics {
   size_t samples = 0;
   double accuracy = 0.0;        // classification
   double rmse = 0.0;            // regression, in the data's original units
   double log_likelihood = 0.0;  // average predictive log-likelihood per sample
+  double nll = 0.0;             // -log_likelihood
+  // Classification: expected calibration error (kCalibrationBins equal
+  // bins of the top probability) and Brier score (per sample).
+  double ece = 0.0;
+  double brier = 0.0;
+  // Regression: shares of observed targets inside the central 68 % and
+  // 95 % predictive intervals, and the mean predictive standard deviation
+  // (original units).
+  double coverage_68 = 0.0;
+  double coverage_95 = 0.0;
+  double mean_std = 0.0;
 };
 
 struct EpochMetrics {
@@ -172,14 +189,31 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> BuildModel(const tagi::v1::JobSp
 // (prefixed with "init_from: ") when it cannot be read.
 absl::Status InitFrom(const std::string& path, engine::Engine& model);
 
-// Sums of a (possibly partial) evaluation, to be combined across ranks.
+// Sums of a (possibly partial) evaluation, to be combined across ranks:
+// every field adds (Pack / Unpack give the floats one all-reduce sums).
 struct EvalSums {
   double correct = 0.0;
   double log_likelihood = 0.0;
   double squared_error = 0.0;
   double observed = 0.0;  // samples (classification) or observed targets
   double samples = 0.0;
+  double brier = 0.0;
+  // Per bin of the top class probability: samples, their summed top
+  // probability and how many of them were right.
+  double bin_count[kCalibrationBins] = {};
+  double bin_confidence[kCalibrationBins] = {};
+  double bin_correct[kCalibrationBins] = {};
+  double within_68 = 0.0;  // observed targets inside the interval
+  double within_95 = 0.0;
+  double predictive_std = 0.0;  // summed over observed targets
+
+  static constexpr size_t kFloats = 9 + 3 * kCalibrationBins;
+  void Pack(float* out) const;
+  static EvalSums Unpack(const float* in);
 };
+
+// The bin of a top class probability p in [0, 1] (1 goes to the last).
+int CalibrationBin(double p);
 
 // Scores samples [first, last) of `test` (used by Trainer and --eval).
 absl::StatusOr<EvalSums> ScoreModel(engine::Engine& model, const data::Dataset& test,

@@ -1,6 +1,10 @@
-// The elementwise activations (shared/TAGI.md section 3): RELU, LEAKY_RELU,
-// SIGMOID, TANH, SOFTPLUS, MIXTURE_RELU. Each keeps the shape of its input
-// and writes a jcb; only LEAKY_RELU has a field (its negative slope).
+// The activations: the elementwise ones (RELU, LEAKY_RELU, SIGMOID, TANH,
+// SOFTPLUS, MIXTURE_RELU) and the output activations of the heads (REMAX and
+// CLOSED_FORM_SOFTMAX over each sample's units, EVEN_EXP over [mean,
+// log-noise] pairs; docs/heads.md). Each keeps the shape of its input and
+// writes a jcb; only LEAKY_RELU has a field (its negative slope). Where an
+// output activation may stand (last, under its head) is the network's rule
+// (spec/network.cc), not the kind's.
 #include "absl/strings/str_format.h"
 #include "spec/kinds.h"
 
@@ -31,6 +35,9 @@ class Activation final : public KindRules {
       case Layer::SIGMOID: layer.mutable_sigmoid(); break;
       case Layer::TANH: layer.mutable_tanh(); break;
       case Layer::SOFTPLUS: layer.mutable_softplus(); break;
+      case Layer::REMAX: layer.mutable_remax(); break;
+      case Layer::CLOSED_FORM_SOFTMAX: layer.mutable_closed_form_softmax(); break;
+      case Layer::EVEN_EXP: layer.mutable_even_exp(); break;
       default: layer.mutable_mixture_relu(); break;
     }
   }
@@ -40,6 +47,11 @@ class Activation final : public KindRules {
     if (kind_ == Layer::LEAKY_RELU && !(spec.slope > 0.0f && spec.slope < 1.0f)) {
       ctx.Add(absl::StrFormat("%s.negative_slope: %g; expected a value in (0, 1)", path,
                               spec.slope));
+      return std::nullopt;
+    }
+    if (kind_ == Layer::EVEN_EXP && in.size() % 2 != 0) {
+      ctx.Add(absl::StrFormat("%s: EVEN_EXP takes [mean, log-noise] pairs; its input has %d "
+                              "units, an odd number", path, in.size()));
       return std::nullopt;
     }
     return in;
@@ -59,12 +71,18 @@ const KindRules& ActivationRules(LayerKind kind) {
   static const Activation tanh(Layer::TANH, "tanh");
   static const Activation softplus(Layer::SOFTPLUS, "softplus");
   static const Activation mixture(Layer::MIXTURE_RELU, "mixture_relu");
+  static const Activation remax(Layer::REMAX, "remax");
+  static const Activation cf_softmax(Layer::CLOSED_FORM_SOFTMAX, "closed_form_softmax");
+  static const Activation even_exp(Layer::EVEN_EXP, "even_exp");
   switch (kind) {
     case Layer::RELU: return relu;
     case Layer::LEAKY_RELU: return leaky;
     case Layer::SIGMOID: return sigmoid;
     case Layer::TANH: return tanh;
     case Layer::SOFTPLUS: return softplus;
+    case Layer::REMAX: return remax;
+    case Layer::CLOSED_FORM_SOFTMAX: return cf_softmax;
+    case Layer::EVEN_EXP: return even_exp;
     default: return mixture;
   }
 }

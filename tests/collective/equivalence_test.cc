@@ -118,6 +118,28 @@ JobSpec CnnSpec(uint32_t batch) {
   return spec;
 }
 
+// The MLP with a one-hot head: its last LINEAR gives one output per class
+// into `output` (REMAX or CLOSED_FORM_SOFTMAX).
+JobSpec OneHotSpec(uint32_t batch, tagi::v1::Layer::Kind output) {
+  JobSpec spec = Spec(batch, JobSpec::SUM);
+  spec.mutable_head()->mutable_classification()->set_output(tagi::v1::Head::ONE_HOT);
+  spec.mutable_layers(spec.layers_size() - 1)->set_out_features(kClasses);
+  spec.add_layers()->set_kind(output);
+  spec.mutable_noise()->set_sigma_v(0.2f);
+  return spec;
+}
+
+// Heteroscedastic regression of one target: [mean, noise] through EVEN_EXP,
+// no sigma_v.
+JobSpec HeteroscedasticSpec(uint32_t batch) {
+  JobSpec spec = Spec(batch, JobSpec::SUM);
+  spec.mutable_head()->mutable_regression()->set_heteroscedastic(true);
+  spec.mutable_layers(spec.layers_size() - 1)->set_out_features(2);
+  spec.add_layers()->mutable_even_exp();
+  spec.clear_noise();
+  return spec;
+}
+
 // The job with its 16 inputs read as a 1x4x4 image, cropped (padding 1) and
 // flipped for training.
 JobSpec Augmented(JobSpec spec) {
@@ -150,6 +172,29 @@ data::LoadedData MakeData() {
   data::LoadedData data;
   data.data.train = RandomSplit(kSamples, 1);
   data.data.test = RandomSplit(64, 2);
+  return data;
+}
+
+// One target: the sum of the first three inputs plus noise whose spread
+// grows with the first input.
+data::Dataset RegressionSplit(size_t n, uint64_t seed) {
+  data::Dataset d = RandomSplit(n, seed);
+  d.labels.clear();
+  d.num_classes = 0;
+  d.output_dim = 1;
+  Rng rng(seed + 100);
+  for (size_t i = 0; i < n; ++i) {
+    const float* x = d.inputs.data() + i * kInputs;
+    const double noise = (0.1 + std::abs(x[0])) * rng.Normal();
+    d.targets.push_back(static_cast<float>(x[0] + x[1] + x[2] + noise));
+  }
+  return d;
+}
+
+data::LoadedData MakeRegressionData() {
+  data::LoadedData data;
+  data.data.train = RegressionSplit(kSamples, 3);
+  data.data.test = RegressionSplit(64, 4);
   return data;
 }
 
@@ -204,7 +249,9 @@ Diff MaxPlainRelativeDiff(const std::vector<float>& a, const std::vector<float>&
   return d;
 }
 
-std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data, size_t steps) {
+// `eval`, when given, receives the test split's metrics after the steps.
+std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data, size_t steps,
+                               EvalMetrics* eval = nullptr) {
   auto model = MakeModel(spec);
   if (model == nullptr) return {};
   engine::CpuEngine engine(std::move(model));
@@ -213,6 +260,11 @@ std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data
   for (size_t s = 0; s < steps; ++s) {
     const absl::Status st = trainer.Step(0, s);
     EXPECT_TRUE(st.ok()) << "step " << s << ": " << st;
+  }
+  if (eval != nullptr) {
+    auto m = trainer.Evaluate();
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (m.ok()) *eval = *m;
   }
   return Params(engine.model());
 }
@@ -242,11 +294,12 @@ struct RankRun {
   std::vector<float> params;
   std::vector<float> state;
   std::vector<absl::Status> steps;  // up to and including the first failure
+  EvalMetrics eval;                 // when asked for: the sharded evaluation
 };
 
 // One rank's training loop over `member`; fills `run`.
 void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::LoadedData& data,
-               size_t steps, std::function<bool()> stop, RankRun& run) {
+               size_t steps, std::function<bool()> stop, RankRun& run, bool evaluate) {
   auto model = MakeModel(spec);
   ASSERT_NE(model, nullptr);
   engine::CpuEngine engine(std::move(model));
@@ -261,6 +314,11 @@ void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::Lo
     run.steps.push_back(trainer.Step(0, s));
     if (!run.steps.back().ok()) break;
   }
+  if (evaluate) {
+    auto m = trainer.Evaluate();
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (m.ok()) run.eval = *m;
+  }
   run.params = Params(engine.model());
   const auto state = engine.model().state();
   run.state.assign(state.begin(), state.end());
@@ -270,7 +328,8 @@ void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::Lo
 // stop_for(rank) gives that rank's stop_requested (may be empty).
 std::vector<RankRun> TrainRanks(Backend backend, const JobSpec& spec, const data::LoadedData& data,
                                 size_t steps,
-                                const std::function<std::function<bool()>(int)>& stop_for = {}) {
+                                const std::function<std::function<bool()>(int)>& stop_for = {},
+                                bool evaluate = false) {
   constexpr int kWorld = 2;
   InProcessGroup group(kWorld);
   InMemoryStore base;
@@ -289,7 +348,8 @@ std::vector<RankRun> TrainRanks(Backend backend, const JobSpec& spec, const data
       ADD_FAILURE() << made.status();
     }
     if (member != nullptr) {
-      TrainRank(r, *member, spec, data, steps, stop_for ? stop_for(r) : nullptr, runs[r]);
+      TrainRank(r, *member, spec, data, steps, stop_for ? stop_for(r) : nullptr, runs[r],
+                evaluate);
     }
     finished.arrive_and_wait();
   });
@@ -361,6 +421,58 @@ TEST_P(EquivalenceTest, SumModeTwoRanksOfEightMatchOneProcessOfSixteen) {
       "SUM vs one process: scaled difference mean %.3g, variance %.3g; "
       "plain relative mean %.3g, variance %.3g\n",
       d.mean, d.var, plain.mean, plain.var);
+}
+
+// The heads of docs/heads.md: one-hot REMAX and CLOSED_FORM_SOFTMAX and the
+// heteroscedastic EVEN_EXP (a regression data set), 2 x 8 = 1 x 16; and the
+// sharded evaluation's metrics, calibration included, equal the single
+// process's (float sums across ranks: to 1e-6).
+TEST_P(EquivalenceTest, SumModeOutputHeadsTwoRanksOfEightMatchOneProcessOfSixteen) {
+  const data::LoadedData regression = MakeRegressionData();
+  const struct {
+    std::string name;
+    JobSpec one, two;
+    const data::LoadedData* data;
+  } cases[] = {
+      {"remax", OneHotSpec(16, tagi::v1::Layer::REMAX), OneHotSpec(8, tagi::v1::Layer::REMAX),
+       &data_},
+      {"closed-form softmax", OneHotSpec(16, tagi::v1::Layer::CLOSED_FORM_SOFTMAX),
+       OneHotSpec(8, tagi::v1::Layer::CLOSED_FORM_SOFTMAX), &data_},
+      {"heteroscedastic", HeteroscedasticSpec(16), HeteroscedasticSpec(8), &regression},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::vector<float> initial = Params(*MakeModel(c.one));
+    EvalMetrics single_eval;
+    const std::vector<float> single = TrainSingle(c.one, *c.data, kSteps, &single_eval);
+    const auto runs = TrainRanks(GetParam(), c.two, *c.data, kSteps, {}, /*evaluate=*/true);
+    ExpectAllOk(runs, kSteps);
+    const Diff d = MaxScaledDiff(runs[0].params, single);
+    EXPECT_LE(d.mean, kTolerance) << "mean arena";
+    EXPECT_LE(d.var, kTolerance) << "variance arena";
+    EXPECT_EQ(runs[0].params, runs[1].params) << "ranks are not bit-identical";
+    const Diff moved = MaxScaledDiff(single, initial);
+    EXPECT_GT(std::min(moved.mean, moved.var), 1e-2);
+    for (const RankRun& run : runs) {
+      const EvalMetrics& m = run.eval;
+      EXPECT_EQ(m.samples, single_eval.samples);
+      EXPECT_NEAR(m.accuracy, single_eval.accuracy, 1e-6);
+      EXPECT_NEAR(m.nll, single_eval.nll, 1e-5);
+      EXPECT_NEAR(m.ece, single_eval.ece, 1e-5);
+      EXPECT_NEAR(m.brier, single_eval.brier, 1e-5);
+      EXPECT_NEAR(m.coverage_68, single_eval.coverage_68, 1e-6);
+      EXPECT_NEAR(m.coverage_95, single_eval.coverage_95, 1e-6);
+      EXPECT_NEAR(m.mean_std, single_eval.mean_std, 1e-5);
+    }
+    // Not vacuous: the calibration figures of the head were computed.
+    if (c.data == &data_) {
+      EXPECT_GT(single_eval.ece, 0.0);
+      EXPECT_GT(single_eval.brier, 0.0);
+    } else {
+      EXPECT_GT(single_eval.coverage_95, 0.5);
+      EXPECT_GT(single_eval.mean_std, 0.0);
+    }
+  }
 }
 
 // Each image is augmented from (seed, epoch, sample index) alone, so the

@@ -527,3 +527,50 @@ TEST(JobSpec, ReportsEveryProblemInOneMessage) {
 
 }  // namespace
 }  // namespace tagi
+
+namespace tagi {
+namespace {
+
+// Heads beside hierarchical softmax (docs/heads.md).
+TEST(JobSpecHeads, OneHotRemaxClassifierValidatesWithOneOutputPerClass) {
+  auto spec = ParseJobSpecJson(R"json({"name": "r",
+      "layers": [{"linear": {"inFeatures": 784, "outFeatures": 32}}, {"relu": {}},
+                 {"linear": {"inFeatures": 32, "outFeatures": 10}}, {"remax": {}}],
+      "head": {"classification": {"numClasses": 10, "output": "ONE_HOT"}},
+      "data": {"kind": "FASHION_MNIST"}, "noise": {"sigmaV": 0.05},
+      "batchSize": 16, "epochs": 1})json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  EXPECT_EQ(ExpectedOutputWidth(*spec), 10);
+  spec->mutable_head()->mutable_classification()->clear_output();
+  EXPECT_THAT(ValidateJobSpec(*spec).message(),
+              HasSubstr("HIERARCHICAL_SOFTMAX reads the last layer's units as tree nodes, but "
+                        "layers[3] (REMAX) is an output activation"));
+}
+
+TEST(JobSpecHeads, HeteroscedasticRegressionNeedsTwoOutputsPerTargetAndNoNoise) {
+  auto spec = ParseJobSpecJson(R"json({"name": "h",
+      "layers": [{"linear": {"inFeatures": 1, "outFeatures": 16}}, {"relu": {}},
+                 {"linear": {"inFeatures": 16, "outFeatures": 2}}, {"evenExp": {}}],
+      "head": {"regression": {"heteroscedastic": true}},
+      "data": {"kind": "TOY_CUBIC"}, "batchSize": 10, "epochs": 1})json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  EXPECT_EQ(ExpectedOutputWidth(*spec), 2);
+  // A homoscedastic head still needs its noise.
+  spec->mutable_head()->mutable_regression()->set_heteroscedastic(false);
+  EXPECT_THAT(ValidateJobSpec(*spec).message(), HasSubstr("noise.sigma_v: 0"));
+  // Two targets need four outputs.
+  auto csv = ParseJobSpecJson(R"json({"name": "h",
+      "layers": [{"linear": {"inFeatures": 3, "outFeatures": 2}}, {"evenExp": {}}],
+      "head": {"regression": {"heteroscedastic": true}},
+      "data": {"kind": "CSV", "trainCsv": "a", "testCsv": "b", "targetColumns": 2},
+      "batchSize": 10, "epochs": 1})json");
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  EXPECT_THAT(ValidateJobSpec(*csv).message(),
+              HasSubstr("the last layer gives 2 outputs but the regression head needs 4 (a mean "
+                        "and a noise unit per target)"));
+}
+
+}  // namespace
+}  // namespace tagi

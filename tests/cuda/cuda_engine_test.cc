@@ -341,7 +341,13 @@ void CpuInnovations(const Architecture& arch, ConstGaussianView out, size_t batc
   const size_t n = batch * arch.output_width();
   dmu.assign(n, 0.0f);
   dvar.assign(n, 0.0f);
-  if (arch.head.kind == HeadKind::kClassification) {
+  if (arch.head.one_hot) {
+    OneHotDeltas(out, batch, arch.output_width(), labels.data(), sigma_v,
+                 {dmu.data(), dvar.data()});
+  } else if (arch.head.heteroscedastic) {
+    // EVEN_EXP's jcb of a noise unit is that unit's mean.
+    HeteroscedasticDeltas(out, out.mu, n / 2, targets.data(), {dmu.data(), dvar.data()});
+  } else if (arch.head.kind == HeadKind::kClassification) {
     HsmTree tree(static_cast<int>(arch.head.num_classes));
     HsmDeltas(tree, out, batch, labels.data(), sigma_v, {dmu.data(), dvar.data()});
   } else {
@@ -408,7 +414,7 @@ bool CompareSteps(const Case& c, int steps) {
         labels.push_back(static_cast<int32_t>(rng.Below(c.arch.head.num_classes)));
       }
     } else {
-      targets = Normal(rng, n_out, 1.0);
+      targets = Normal(rng, n_out / c.arch.head.units_per_target(), 1.0);
       targets[0] = std::numeric_limits<float>::quiet_NaN();  // a masked output
     }
     EXPECT_TRUE(cpu->ReadParameters(p_cpu).ok());
@@ -572,6 +578,30 @@ TEST(CudaEngineParity, FashionMnistShapedNetworkMatchesTheCpuEngine) {
   c.sigma_v = 1.0f;
   c.seed = 11;
   ExpectParity(c, 5);
+}
+
+// The heads of docs/heads.md: the row kernels of REMAX and
+// CLOSED_FORM_SOFTMAX (one thread per sample), EVEN_EXP, and the one-hot
+// and heteroscedastic output updates, at B 1 and B > 1.
+TEST(CudaEngineParity, OutputHeadsMatchTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  for (const LayerKind kind : {Layer::REMAX, Layer::CLOSED_FORM_SOFTMAX, Layer::EVEN_EXP}) {
+    for (const size_t batch : {size_t{1}, size_t{9}}) {
+      Case c;
+      c.arch.input = Flat(12);
+      const bool noise = kind == Layer::EVEN_EXP;
+      c.arch.layers = {Lin(12, 24), Act(Layer::MIXTURE_RELU), Lin(24, noise ? 6 : 7), Act(kind)};
+      c.arch.head = noise ? HeadDesc{HeadKind::kRegression, 0}
+                          : HeadDesc{HeadKind::kClassification, 7};
+      c.arch.head.one_hot = !noise;
+      c.arch.head.heteroscedastic = noise;
+      c.batch = batch;
+      c.sigma_v = 0.1f;
+      c.seed = 17 + batch;
+      c.cycle_reduce = true;
+      ExpectParity(c, 3);
+    }
+  }
 }
 
 TEST(CudaEngineParity, WideSmoothNetworkMatchesTheCpuEngine) {

@@ -36,6 +36,16 @@ Architecture Hsm(std::vector<LayerDesc> layers, uint32_t classes) {
   const Shape input{layers.front().in, 1, 1};
   return {input, std::move(layers), {HeadKind::kClassification, classes}};
 }
+Architecture OneHot(std::vector<LayerDesc> layers, uint32_t classes) {
+  Architecture arch = Hsm(std::move(layers), classes);
+  arch.head.one_hot = true;
+  return arch;
+}
+Architecture Heteroscedastic(std::vector<LayerDesc> layers) {
+  Architecture arch = Regression(std::move(layers));
+  arch.head.heteroscedastic = true;
+  return arch;
+}
 
 std::unique_ptr<Model> MakeModel(const Architecture& arch, size_t max_batch) {
   auto model = Model::Create(arch, max_batch);
@@ -112,7 +122,8 @@ void CompareWithNaive(const EndToEndCase& c, size_t* clipped = nullptr) {
   NaiveTagi naive(c.arch, model->parameters());
   const bool hsm = c.arch.head.kind == HeadKind::kClassification;
   const bool sigmoid_out = c.arch.layers.back().kind == v1::Layer::SIGMOID;
-  const size_t in = c.arch.input_width(), out = c.arch.output_width();
+  const size_t in = c.arch.input_width();
+  const size_t out = c.arch.output_width() / c.arch.head.units_per_target();
   Rng rng(c.seed + 1000);
   size_t num_clipped = 0;
   for (int step = 0; step < c.steps; ++step) {
@@ -195,6 +206,60 @@ TEST(ModelEndToEnd, SingleSampleStepsWithLeakyReluAndSoftplusMatchTheNaiveTagiSt
                     Regression({Lin(4, 5), Act(v1::Layer::LEAKY_RELU, 0.1f), Lin(5, 3),
                                 Act(v1::Layer::SOFTPLUS), Lin(3, 2)}),
                     1, 0.3f, 13, 3});
+}
+
+// The heads of docs/heads.md against naive_heads.h (TAGI_CNN.md section 9):
+// forward moments, jcb, innovations, deltas and stepped parameters, at
+// B = 1 and B > 1 (a NaN target in the first step's batch).
+TEST(ModelEndToEnd, RemaxOneHotMatchesTheNaiveStep) {
+  for (size_t batch : {size_t{1}, size_t{4}}) {
+    CompareWithNaive({"3-6-RELU-4-REMAX onehot(4), B " + std::to_string(batch),
+                      OneHot({Lin(3, 6), Act(v1::Layer::RELU), Lin(6, 4),
+                              Act(v1::Layer::REMAX)}, 4),
+                      batch, 0.05f, 31, 3});
+  }
+}
+
+TEST(ModelEndToEnd, ClosedFormSoftmaxOneHotMatchesTheNaiveStep) {
+  for (size_t batch : {size_t{1}, size_t{5}}) {
+    CompareWithNaive({"3-6-MIXTURE_RELU-3-CLOSED_FORM_SOFTMAX onehot(3), B " +
+                          std::to_string(batch),
+                      OneHot({Lin(3, 6), Act(v1::Layer::MIXTURE_RELU), Lin(6, 3),
+                              Act(v1::Layer::CLOSED_FORM_SOFTMAX)}, 3),
+                      batch, 0.1f, 41, 3});
+  }
+}
+
+TEST(ModelEndToEnd, EvenExpHeteroscedasticMatchesTheNaiveStep) {
+  for (size_t batch : {size_t{1}, size_t{3}}) {
+    CompareWithNaive({"2-6-RELU-4-EVEN_EXP heteroscedastic, B " + std::to_string(batch),
+                      Heteroscedastic({Lin(2, 6), Act(v1::Layer::RELU), Lin(6, 4),
+                                       Act(v1::Layer::EVEN_EXP)}),
+                      batch, 0.0f, 51, 3});
+  }
+}
+
+TEST(ModelClassification, OneHotProbabilitiesAreTheNormalisedMeans) {
+  const Architecture arch = OneHot({Lin(3, 5), Act(v1::Layer::RELU), Lin(5, 4),
+                                    Act(v1::Layer::CLOSED_FORM_SOFTMAX)}, 4);
+  auto model = MakeModel(arch, 2);
+  ASSERT_NE(model, nullptr);
+  model->Initialize(3, {});
+  const float x[] = {0.5f, -1.0f, 2.0f, 1.0f, 0.0f, -0.5f};
+  model->Forward(x, 2);
+  float probs[8];
+  model->ClassProbabilities(2, probs);
+  const ConstGaussianView out = model->output();
+  for (int b = 0; b < 2; ++b) {
+    double total = 0.0;
+    for (int j = 0; j < 4; ++j) total += out.mu[b * 4 + j];
+    double sum = 0.0;
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_NEAR(probs[b * 4 + j], out.mu[b * 4 + j] / total, 1e-6);
+      sum += probs[b * 4 + j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
 }
 
 TEST(ModelEndToEnd, LargeBatchUsesCapFactorThree) {

@@ -19,6 +19,8 @@
 #include <span>
 #include <vector>
 
+#include "tests/engine/naive_heads.h"
+
 #include "worker/engine/architecture.h"
 
 namespace tagi::engine::testing {
@@ -116,6 +118,23 @@ class NaiveTagi {
             z.var[b * p.out + o] = var;
           }
         }
+      } else if (d.kind == v1::Layer::REMAX || d.kind == v1::Layer::CLOSED_FORM_SOFTMAX) {
+        z = a;
+        const size_t k = a.mu.size() / batch;
+        for (size_t b = 0; b < batch; ++b) {
+          const std::vector<double> mz(a.mu.begin() + b * k, a.mu.begin() + (b + 1) * k);
+          const std::vector<double> vz(a.var.begin() + b * k, a.var.begin() + (b + 1) * k);
+          const NaiveMoments m = d.kind == v1::Layer::REMAX ? NaiveRemax(mz, vz)
+                                                            : NaiveClosedFormSoftmax(mz, vz);
+          std::copy(m.mu.begin(), m.mu.end(), z.mu.begin() + b * k);
+          std::copy(m.var.begin(), m.var.end(), z.var.begin() + b * k);
+          std::copy(m.jcb.begin(), m.jcb.end(), z.jcb.begin() + b * k);
+        }
+      } else if (d.kind == v1::Layer::EVEN_EXP) {
+        z = a;
+        for (size_t k = 0; k < a.mu.size(); ++k) {
+          NaiveEvenExp(k, a.mu[k], a.var[k], a.jcb[k], &z.mu[k], &z.var[k], &z.jcb[k]);
+        }
       } else {
         z = a;
         for (size_t k = 0; k < a.mu.size(); ++k) {
@@ -151,8 +170,26 @@ class NaiveTagi {
       dmu[k] = gain * (y - out.mu[k]);
       dvar[k] = -gain * jcb;
     };
+    if (arch_.head.heteroscedastic) {
+      // TAGI_CNN.md 9.4, each target against its [mean, noise] pair.
+      for (size_t t = 0; t < batch * width / 2; ++t) {
+        double d[4];
+        NaiveHeteroscedastic(out.mu[2 * t], out.var[2 * t], out.jcb[2 * t], out.mu[2 * t + 1],
+                             out.var[2 * t + 1], out.jcb[2 * t + 1], targets[t], d);
+        dmu[2 * t] = d[0];
+        dvar[2 * t] = d[1];
+        dmu[2 * t + 1] = d[2];
+        dvar[2 * t + 1] = d[3];
+      }
+      Backward(zb, std::move(dmu), std::move(dvar));
+      return;
+    }
     for (size_t b = 0; b < batch; ++b) {
-      if (labels != nullptr) {
+      if (labels != nullptr && arch_.head.one_hot) {
+        for (size_t o = 0; o < width; ++o) {
+          observe(b * width + o, static_cast<int>(o) == labels[b] ? 1.0 : 0.0);
+        }
+      } else if (labels != nullptr) {
         const HsmCode code = EncodeHsmLabel(static_cast<int>(arch_.head.num_classes), labels[b]);
         for (size_t l = 0; l < code.nodes.size(); ++l) {
           observe(b * width + code.nodes[l], code.targets[l]);

@@ -180,6 +180,95 @@ TEST(TagiTrain, CsvRegressionEndToEnd) {
   EXPECT_LT(JsonNumber(r.out, "test_rmse"), 0.3) << r.out;
 }
 
+// The heads of docs/heads.md through the real binary, with their
+// calibration figures in the --json line.
+
+std::string ReadExample(const std::string& name) {
+  std::ifstream in(kExamples + "/" + name);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// examples/fmnist_cnn_remax.json is a valid job (its network under --eval
+// of a one-epoch subset run), and a one-hot Remax MLP learns Fashion-MNIST:
+// its accuracy, NLL, ECE and Brier come back and --eval reproduces them.
+TEST(TagiTrain, OneHotRemaxHeadLearnsAndReportsCalibration) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  for (const char* output : {"remax", "closedFormSoftmax"}) {
+    SCOPED_TRACE(output);
+    const std::string job = dir.Write("onehot.json", absl::StrCat(R"({
+      "layers": [{"linear": {"inFeatures": 784, "outFeatures": 64}}, {"relu": {}},
+                 {"linear": {"inFeatures": 64, "outFeatures": 10}}, {")", output, R"(": {}}],
+      "head": {"classification": {"numClasses": 10, "output": "ONE_HOT"}},
+      "data": {"kind": "FASHION_MNIST", "trainLimit": 3000, "testLimit": 1000},
+      "noise": {"sigmaV": 0.1}, "batchSize": 16, "epochs": 2, "seed": 5})"));
+    const std::string model = dir.File("onehot.tagi");
+    const ProcessResult r = Train({job, "--out", model, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_GE(JsonNumber(r.out, "test_accuracy"), 0.5) << r.out;  // five times chance
+    const double ece = JsonNumber(r.out, "test_ece");
+    EXPECT_GT(ece, 0.0) << r.out;
+    EXPECT_LT(ece, 0.3) << r.out;
+    EXPECT_NEAR(JsonNumber(r.out, "test_nll"), -JsonNumber(r.out, "test_log_likelihood"), 1e-6);
+    const double brier = JsonNumber(r.out, "test_brier");
+    EXPECT_GT(brier, 0.0);
+    EXPECT_LT(brier, 1.0);
+    const ProcessResult e = Train({"--eval", model, job, "--json"});
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    for (const char* key : {"test_accuracy", "test_ece", "test_brier", "test_nll"}) {
+      EXPECT_NEAR(JsonNumber(e.out, key), JsonNumber(r.out, key), 1e-9) << key;
+    }
+  }
+  // The example's CNN with its Remax head validates and runs (a few steps).
+  const std::string limited = absl::StrReplaceAll(
+      ReadExample("fmnist_cnn_remax.json"),
+      {{R"("data": {"kind": "FASHION_MNIST"})",
+        R"("data": {"kind": "FASHION_MNIST", "trainLimit": 256, "testLimit": 128})"}});
+  const ProcessResult cnn = Train({dir.Write("cnn.json", limited), "--epochs", "1", "--json"});
+  ASSERT_EQ(cnn.exit_code, 0) << cnn.err;
+  EXPECT_FALSE(std::isnan(JsonNumber(cnn.out, "test_ece"))) << cnn.out;
+}
+
+// examples/heteroscedastic.json on the data tools/heteroscedastic_data.py
+// writes (noise sd from 0.05 to 1.05 across the input): the learned noise
+// gives intervals near their nominal coverage, and the mean predictive sd
+// is of the data's noise, not of one sigma_v.
+TEST(TagiTrain, HeteroscedasticExampleCoversItsIntervals) {
+  TempDir dir;
+  const ProcessResult made =
+      RunProcess({TAGI_PYTHON, std::string(TAGI_SOURCE_DIR) + "/tools/heteroscedastic_data.py",
+                  dir.File("data"), "--train", "1000", "--test", "2000"},
+                 absl::Seconds(60));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string text = absl::StrReplaceAll(
+      ReadExample("heteroscedastic.json"), {{"build/heteroscedastic", dir.File("data")}});
+  const ProcessResult r = Train({dir.Write("job.json", text), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double c68 = JsonNumber(r.out, "test_coverage_68");
+  const double c95 = JsonNumber(r.out, "test_coverage_95");
+  EXPECT_GT(c68, 0.58) << r.out;
+  EXPECT_LT(c68, 0.78) << r.out;
+  EXPECT_GT(c95, 0.88) << r.out;
+  EXPECT_LT(c95, 0.99) << r.out;
+  // The noise's sd averages 0.05 + 0.25 E[(x + 1)^2] = 0.38 over x ~ U[-1, 1].
+  const double sd = JsonNumber(r.out, "test_mean_std");
+  EXPECT_GT(sd, 0.25) << r.out;
+  EXPECT_LT(sd, 0.55) << r.out;
+}
+
+// The same data under a homoscedastic head with one sigma_v: a refusal of
+// the heteroscedastic example's network names both, and the plain head
+// trains (its coverage is reported too).
+TEST(TagiTrain, HomoscedasticHeadOnEvenExpIsRefusedNamingBoth) {
+  TempDir dir;
+  const std::string text = absl::StrReplaceAll(
+      ReadExample("heteroscedastic.json"),
+      {{R"("heteroscedastic": true)", R"("heteroscedastic": false)"},
+       {"build/heteroscedastic", dir.File("data")}});
+  const ProcessResult r = Train({dir.Write("job.json", text)});
+  ExpectCleanFailure(r, 1, "layers[5] (EVEN_EXP) needs {\"regression\": {\"heteroscedastic\": true}}");
+}
+
 // CIFAR-10 files in the data set's binary layout: class k is a colour
 // (red 24 k, green 216 - 24 k, blue 96) plus noise in 0..31, so a small network can
 // tell the classes apart.

@@ -311,5 +311,117 @@ TEST(NetworkProto, JobInputShapeMustMatchTheData) {
   EXPECT_TRUE(ValidateJobSpec(*job).ok()) << ValidateJobSpec(*job);
 }
 
+
+// ---- Output heads (docs/heads.md) ----
+
+Architecture OneHotNet(LayerKind last, uint32_t width, uint32_t classes) {
+  Architecture a = Regression({4, 1, 1}, {Lin(4, 8), Act(), Lin(8, width), Act(last)});
+  a.head = {HeadKind::kClassification, classes};
+  a.head.one_hot = true;
+  return a;
+}
+
+Architecture HeteroNet(std::vector<LayerSpec> layers) {
+  Architecture a = Regression({2, 1, 1}, std::move(layers));
+  a.head.heteroscedastic = true;
+  return a;
+}
+
+TEST(Heads, TheReferenceHeadsValidate) {
+  for (const LayerKind k : {Layer::REMAX, Layer::CLOSED_FORM_SOFTMAX}) {
+    const Architecture a = OneHotNet(k, 10, 10);
+    EXPECT_TRUE(ValidateArchitecture(a).ok()) << ValidateArchitecture(a);
+    EXPECT_THAT(a.ToString(), HasSubstr(" onehot(10)"));
+  }
+  const Architecture h = HeteroNet({Lin(2, 16), Act(), Lin(16, 2), Act(Layer::EVEN_EXP)});
+  EXPECT_TRUE(ValidateArchitecture(h).ok()) << ValidateArchitecture(h);
+  EXPECT_EQ(h.ToString(), "2-16-RELU-2-EVEN_EXP heteroscedastic");
+  EXPECT_EQ(h.head.units_per_target(), 2u);
+}
+
+TEST(Heads, AHeadThatDoesNotFitTheLastLayerIsRefusedNamingBoth) {
+  Architecture hsm_on_remax = OneHotNet(Layer::REMAX, 11, 10);
+  hsm_on_remax.head.one_hot = false;
+  Architecture one_hot_on_linear = Regression({4, 1, 1}, {Lin(4, 10)});
+  one_hot_on_linear.head = {HeadKind::kClassification, 10};
+  one_hot_on_linear.head.one_hot = true;
+  Architecture regression_on_even_exp =
+      Regression({2, 1, 1}, {Lin(2, 2), Act(Layer::EVEN_EXP)});
+  Architecture regression_on_remax = Regression({2, 1, 1}, {Lin(2, 2), Act(Layer::REMAX)});
+  const struct {
+    Architecture arch;
+    const char* want;
+  } cases[] = {
+      {hsm_on_remax,
+       "head.classification.output: HIERARCHICAL_SOFTMAX reads the last layer's units as tree "
+       "nodes, but layers[3] (REMAX) is an output activation"},
+      {one_hot_on_linear,
+       "head.classification.output: ONE_HOT needs REMAX or CLOSED_FORM_SOFTMAX as the last "
+       "layer, but layers[0] (LINEAR) is"},
+      {OneHotNet(Layer::CLOSED_FORM_SOFTMAX, 9, 10),
+       "layers: the last layer gives 9 outputs but 10 classes one-hot need 10"},
+      {OneHotNet(Layer::EVEN_EXP, 10, 10),
+       "ONE_HOT needs REMAX or CLOSED_FORM_SOFTMAX as the last layer, but layers[3] (EVEN_EXP)"},
+      {HeteroNet({Lin(2, 2)}),
+       "head.regression.heteroscedastic: needs EVEN_EXP as the last layer (two outputs per "
+       "target: mean and noise), but layers[0] (LINEAR) is"},
+      {HeteroNet({Lin(2, 2), Act(Layer::TANH), Act(Layer::EVEN_EXP)}),
+       "layers[2] (EVEN_EXP): EVEN_EXP must follow a layer with parameters"},
+      {HeteroNet({Lin(2, 3), Act(Layer::EVEN_EXP)}),
+       "layers[1]: EVEN_EXP takes [mean, log-noise] pairs; its input has 3 units, an odd number"},
+      {regression_on_even_exp,
+       "head.regression: layers[1] (EVEN_EXP) needs {\"regression\": {\"heteroscedastic\": "
+       "true}}"},
+      {regression_on_remax,
+       "head.regression: layers[1] (REMAX) needs a classification head with output ONE_HOT"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(Problems(c.arch), HasSubstr(c.want)) << c.arch.ToString();
+  }
+}
+
+TEST(Heads, OutputActivationsOnlyEndTheNetwork) {
+  Architecture middle = OneHotNet(Layer::REMAX, 4, 4);
+  middle.layers.insert(middle.layers.begin() + 2, Act(Layer::REMAX));
+  EXPECT_THAT(Problems(middle),
+              HasSubstr("layers[2]: REMAX is an output activation; it may only be the "
+                        "network's last layer"));
+  Architecture in_block = Regression({4, 1, 1}, {Res({Lin(4, 4), Act(Layer::EVEN_EXP)}),
+                                                 Lin(4, 2), Act(Layer::EVEN_EXP)});
+  in_block.head.heteroscedastic = true;
+  EXPECT_THAT(Problems(in_block),
+              HasSubstr("layers[0].residual.main[1]: EVEN_EXP is an output activation"));
+}
+
+TEST(Heads, TheHeadOptionsRoundTripThroughTheNetworkProto) {
+  for (Architecture a : {OneHotNet(Layer::REMAX, 5, 5),
+                         HeteroNet({Lin(2, 4), Act(), Lin(4, 4), Act(Layer::EVEN_EXP)})}) {
+    const tagi::v1::Network proto = ArchitectureToProto(a);
+    auto back = ArchitectureFromProto(proto);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, a);
+  }
+  tagi::v1::Network unknown = ArchitectureToProto(OneHotNet(Layer::REMAX, 5, 5));
+  unknown.mutable_head()->mutable_classification()->set_output(
+      static_cast<tagi::v1::Head::ClassOutput>(9));
+  EXPECT_THAT(ArchitectureFromProto(unknown).status().message(),
+              HasSubstr("head.classification.output: 9 is not a class output"));
+}
+
+TEST(Heads, JobFilesNameTheHeadOptionsInJson) {
+  tagi::v1::Network n;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"input": {"channels": 2, "height": 1, "width": 1},
+                      "layers": [{"linear": {"inFeatures": 2, "outFeatures": 6}},
+                                 {"closedFormSoftmax": {}}],
+                      "head": {"classification": {"numClasses": 6, "output": "ONE_HOT"}}})",
+                  &n)
+                  .ok());
+  auto a = ArchitectureFromProto(n);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->head.one_hot);
+  EXPECT_EQ(a->layers.back().kind, Layer::CLOSED_FORM_SOFTMAX);
+}
+
 }  // namespace
 }  // namespace tagi::spec

@@ -44,9 +44,8 @@ void Activation::Forward(const LayerIo& io, Mode /*mode*/) {
   });
 }
 
-void Activation::Backward(const LayerIo& io) {
+void JcbBackward(const LayerIo& io, size_t n) {
   if (io.delta_in.mu == nullptr) return;
-  const size_t n = io.batch * width_;
   const float* __restrict jcb = io.out_jcb;
   const float* __restrict dmu = io.delta_out.mu;
   const float* __restrict dvar = io.delta_out.var;
@@ -59,5 +58,7 @@ void Activation::Backward(const LayerIo& io) {
     }
   });
 }
+
+void Activation::Backward(const LayerIo& io) { JcbBackward(io, io.batch * width_); }
 
 }  // namespace tagi::engine

@@ -17,6 +17,10 @@ using ActivationMoments = elementwise::Moments;
 // The per-unit maths, exposed for tests. REQUIRES: var_z >= 0.
 ActivationMoments Activate(LayerKind kind, float slope, float mu_z, float var_z);
 
+// Backward of any layer that writes a jcb: the innovations of its n output
+// units times jcb (means) and jcb^2 (variances) into delta_in, when set.
+void JcbBackward(const LayerIo& io, size_t n);
+
 class Activation final : public Layer {
  public:
   // REQUIRES: kind is an activation. slope is used by LEAKY_RELU only.

@@ -8,6 +8,7 @@
 #include "worker/engine/activation.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/conv2d.h"
+#include "worker/engine/head_layers.h"
 #include "worker/engine/linear.h"
 #include "worker/engine/norm.h"
 #include "worker/engine/output.h"
@@ -49,6 +50,11 @@ std::unique_ptr<Layer> MakeLayer(const spec::PlannedLayer& planned) {
       return std::make_unique<BatchNorm>(planned);
     case tagi::v1::Layer::LAYER_NORM:
       return std::make_unique<LayerNorm>(planned);
+    case tagi::v1::Layer::REMAX:
+    case tagi::v1::Layer::CLOSED_FORM_SOFTMAX:
+      return std::make_unique<SoftmaxActivation>(s.kind, planned.in.size());
+    case tagi::v1::Layer::EVEN_EXP:
+      return std::make_unique<EvenExpActivation>(planned.in.size());
     default:
       return std::make_unique<Activation>(s.kind, s.slope, planned.in.size());
   }
@@ -74,7 +80,7 @@ void Model::Build() {
   batch_.assign(plan_.batch_floats, 0.0f);
   workspace_.assign(plan_.workspace_floats, 0.0f);
   const Architecture& arch = plan_.arch;
-  if (arch.head.kind == HeadKind::kClassification) {
+  if (arch.head.hierarchical_softmax()) {
     tree_.emplace(static_cast<int>(arch.head.num_classes));
     node_scratch_.resize(static_cast<size_t>(tree_->output_width()));
   }
@@ -152,8 +158,14 @@ void Model::TrainStepLocal(const float* x, const int32_t* labels, const float* t
                            size_t batch, float sigma_v) {
   Forward(x, batch, Mode::kTrain);
   const GaussianView delta = At(plan_.output().delta);
+  const HeadDesc& head = plan_.arch.head;
   if (tree_) {
     HsmDeltas(*tree_, output(), batch, labels, sigma_v, delta);
+  } else if (head.one_hot) {
+    OneHotDeltas(output(), batch, output_width(), labels, sigma_v, delta);
+  } else if (head.heteroscedastic) {
+    HeteroscedasticDeltas(output(), batch_.data() + plan_.output().jcb,
+                          batch * output_width() / 2, targets, delta);
   } else {
     RegressionDeltas(output(), targets, batch * output_width(), sigma_v, delta);
   }
@@ -210,7 +222,11 @@ void Model::SetBatchSync(std::function<absl::Status(std::span<float>)> sum, size
 absl::Status Model::TakeSyncStatus() { return std::exchange(sync_status_, absl::OkStatus()); }
 
 void Model::ClassProbabilities(size_t batch, float* probs) const {
-  HsmClassProbabilities(*tree_, output(), batch, probs, node_scratch_.data());
+  if (tree_) {
+    HsmClassProbabilities(*tree_, output(), batch, probs, node_scratch_.data());
+  } else {
+    MeanClassProbabilities(output(), batch, output_width(), probs);
+  }
 }
 
 }  // namespace tagi::engine

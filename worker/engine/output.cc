@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "worker/engine/elementwise.h"
+#include "worker/engine/heads.h"
 
 namespace tagi::engine {
 
@@ -30,6 +31,43 @@ void HsmDeltas(const HsmTree& tree, ConstGaussianView out, size_t batch,
       const size_t i = row + static_cast<size_t>(tree.node(labels[b], l));
       Observe(out.mu[i], out.var[i], tree.target(labels[b], l), var_v, &delta.mu[i],
               &delta.var[i]);
+    }
+  }
+}
+
+void OneHotDeltas(ConstGaussianView out, size_t batch, size_t width, const int32_t* labels,
+                  float sigma_v, GaussianView delta) {
+  const float var_v = sigma_v * sigma_v;
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t j = 0; j < width; ++j) {
+      const size_t i = b * width + j;
+      heads::OneHotObserve(out.mu[i], out.var[i], static_cast<size_t>(labels[b]) == j, var_v,
+                           &delta.mu[i], &delta.var[i]);
+    }
+  }
+}
+
+void HeteroscedasticDeltas(ConstGaussianView out, const float* jcb, size_t n,
+                           const float* targets, GaussianView delta) {
+  for (size_t t = 0; t < n; ++t) {
+    const size_t mean = 2 * t;
+    const size_t noise = mean + 1;
+    heads::HeteroscedasticPair(out.mu[mean], out.var[mean], out.mu[noise], out.var[noise],
+                               jcb[noise], targets[t], &delta.mu[mean], &delta.var[mean],
+                               &delta.mu[noise], &delta.var[noise]);
+  }
+}
+
+void MeanClassProbabilities(ConstGaussianView out, size_t batch, size_t width, float* probs) {
+  for (size_t b = 0; b < batch; ++b) {
+    const float* mu = out.mu + b * width;
+    float* p = probs + b * width;
+    double total = 0.0;
+    for (size_t j = 0; j < width; ++j) total += mu[j] > 0.0f ? mu[j] : 0.0f;
+    for (size_t j = 0; j < width; ++j) {
+      const float m = mu[j] > 0.0f ? mu[j] : 0.0f;
+      p[j] = total > 0.0 && std::isfinite(total) ? static_cast<float>(m / total)
+                                                 : 1.0f / static_cast<float>(width);
     }
   }
 }

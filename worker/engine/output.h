@@ -30,6 +30,22 @@ void RegressionDeltas(ConstGaussianView out, const float* targets, size_t n,
 void HsmDeltas(const HsmTree& tree, ConstGaussianView out, size_t batch,
                const int32_t* labels, float sigma_v, GaussianView delta);
 
+// One-hot classification (docs/heads.md): every one of the K = width
+// outputs of a sample observed, 1 for its label and 0 for the others.
+// REQUIRES: labels in [0, width).
+void OneHotDeltas(ConstGaussianView out, size_t batch, size_t width, const int32_t* labels,
+                  float sigma_v, GaussianView delta);
+
+// Heteroscedastic regression (docs/heads.md): `targets` [n] against the n
+// [mean, noise] pairs of the output (2n units) and the output's jcb (its
+// EVEN_EXP's); no sigma_v. A target that is not finite gives zeros.
+void HeteroscedasticDeltas(ConstGaussianView out, const float* jcb, size_t n,
+                           const float* targets, GaussianView delta);
+
+// Class probabilities [batch][K] of a one-hot head: the output means (a
+// REMAX's or CLOSED_FORM_SOFTMAX's, all positive) normalised to sum 1.
+void MeanClassProbabilities(ConstGaussianView out, size_t batch, size_t width, float* probs);
+
 // Class probabilities [batch][K]: the product of the node probabilities on
 // each class's path, normalised over the K classes (for K not a power of
 // two the tree's unused leaves would otherwise keep some mass).

@@ -62,7 +62,8 @@ struct CudaEngineState {
   size_t n_pad = 0;  // offset of the var half on the device
   // One per planned layer, in plan order.
   std::vector<std::unique_ptr<CudaLayer>> layers;
-  std::optional<HsmTree> tree;
+  HeadDesc head;
+  std::optional<HsmTree> tree;  // hierarchical softmax
   std::vector<float> node_scratch;
 
   Stream stream;
@@ -126,6 +127,9 @@ struct CudaEngineState {
   }
   size_t input_width() const { return plan.input().size; }
   size_t output_width() const { return plan.output().size; }
+  // Regression targets per sample: half the outputs when heteroscedastic.
+  size_t target_width() const { return output_width() / head.units_per_target(); }
+  bool classification() const { return head.kind == HeadKind::kClassification; }
   cudaStream_t s() const { return stream.get(); }
   CudaContext ctx() const { return {stream.get(), &blas, dnn.get(), workspace_bytes}; }
   float* control_word() const { return deltas() + 2 * n_pad + plan.num_state; }
@@ -323,7 +327,8 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architectur
           "device \"cpu\" or rebuild where cudnn.h is found"));
     }
   }
-  if (arch.head.kind == HeadKind::kClassification) {
+  s->head = arch.head;
+  if (arch.head.hierarchical_softmax()) {
     s->tree.emplace(static_cast<int>(arch.head.num_classes));
     s->node_scratch.resize(static_cast<size_t>(s->tree->output_width()));
   }
@@ -455,7 +460,7 @@ absl::Status CudaEngine::Upload(const float* x, const int32_t* labels, const flo
   // The previous batch must have left the staging buffer before it is reused.
   TAGI_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.uploaded.get()));
   const size_t nx = batch * s.input_width();
-  const size_t ny = batch * s.output_width();
+  const size_t ny = batch * s.target_width();
   float* stage_x = s.staging.get();
   float* stage_y = stage_x + s.max_batch * s.input_width();
   float* stage_labels = stage_y + s.max_batch * s.output_width();
@@ -508,24 +513,32 @@ absl::Status CudaEngine::RunForward(size_t batch, Mode mode) {
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::OutputUpdate(size_t batch, float sigma_v, bool classification) {
+absl::Status CudaEngine::OutputUpdate(size_t batch, float sigma_v) {
   CudaEngineState& s = *s_;
   const GaussianView out = s.at(s.plan.output().units);
   const GaussianView delta = s.at(s.plan.output().delta);
   const float var_v = sigma_v * sigma_v;
   const size_t width = s.output_width();
   const size_t n = batch * width;
-  if (classification) {
+  const auto* labels = reinterpret_cast<const int32_t*>(s.batch.get() + s.labels_offset);
+  const float* targets = s.batch.get() + s.targets_offset;
+  if (s.tree) {
     TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(delta.mu, 0, n * sizeof(float), s.s()));
     TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(delta.var, 0, n * sizeof(float), s.s()));
-    const auto* labels = reinterpret_cast<const int32_t*>(s.batch.get() + s.labels_offset);
     const auto* nodes = reinterpret_cast<const int32_t*>(s.model.get() + s.hsm_nodes_offset);
     TAGI_CUDA_RETURN_IF_ERROR(kernels::HsmDeltas(
         out.mu, out.var, batch, width, labels, nodes, s.model.get() + s.hsm_targets_offset,
         s.tree->levels(), var_v, delta.mu, delta.var, s.s()));
+  } else if (s.head.one_hot) {
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::OneHotDeltas(out.mu, out.var, batch, width, labels, var_v,
+                                                    delta.mu, delta.var, s.s()));
+  } else if (s.head.heteroscedastic) {
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::HeteroscedasticDeltas(
+        out.mu, out.var, s.batch.get() + s.plan.output().jcb, targets, n / 2, delta.mu,
+        delta.var, s.s()));
   } else {
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::RegressionDeltas(
-        out.mu, out.var, s.batch.get() + s.targets_offset, n, var_v, delta.mu, delta.var, s.s()));
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::RegressionDeltas(out.mu, out.var, targets, n, var_v,
+                                                        delta.mu, delta.var, s.s()));
   }
   return absl::OkStatus();
 }
@@ -595,18 +608,22 @@ absl::StatusOr<ConstGaussianView> CudaEngine::Output(size_t batch) {
 }
 
 absl::Status CudaEngine::ClassProbabilities(size_t batch, float* probs) {
-  if (!s_->tree) {
+  if (!s_->classification()) {
     return absl::FailedPreconditionError("ClassProbabilities: the model is not a classifier");
   }
   TAGI_ASSIGN_OR_RETURN(const ConstGaussianView out, Output(batch));
-  HsmClassProbabilities(*s_->tree, out, batch, probs, s_->node_scratch.data());
+  if (s_->tree) {
+    HsmClassProbabilities(*s_->tree, out, batch, probs, s_->node_scratch.data());
+  } else {
+    MeanClassProbabilities(out, batch, s_->output_width(), probs);
+  }
   return absl::OkStatus();
 }
 
 absl::Status CudaEngine::TrainStep(const float* x, const int32_t* labels, const float* targets,
                                    size_t batch, float sigma_v) {
   TAGI_USE_DEVICE();
-  const bool classification = s_->tree.has_value();
+  const bool classification = s_->classification();
   if (classification ? labels == nullptr : targets == nullptr) {
     return absl::InvalidArgumentError(classification ? "TrainStep: a classifier needs labels"
                                                      : "TrainStep: regression needs targets");
@@ -614,7 +631,7 @@ absl::Status CudaEngine::TrainStep(const float* x, const int32_t* labels, const 
   TAGI_RETURN_IF_ERROR(
       Upload(x, classification ? labels : nullptr, classification ? nullptr : targets, batch));
   TAGI_RETURN_IF_ERROR(RunForward(batch, Mode::kTrain));
-  TAGI_RETURN_IF_ERROR(OutputUpdate(batch, sigma_v, classification));
+  TAGI_RETURN_IF_ERROR(OutputUpdate(batch, sigma_v));
   TAGI_RETURN_IF_ERROR(RunBackward(batch));
   return std::exchange(s_->sync_status, absl::OkStatus());
 }

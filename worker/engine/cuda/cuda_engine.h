@@ -97,7 +97,7 @@ class CudaEngine final : public Engine {
   absl::Status Upload(const float* x, const int32_t* labels, const float* targets, size_t batch);
   absl::Status RunForward(size_t batch, Mode mode);
   absl::Status RunBackward(size_t batch);
-  absl::Status OutputUpdate(size_t batch, float sigma_v, bool classification);
+  absl::Status OutputUpdate(size_t batch, float sigma_v);
   absl::Status WaitForOutput();
 
   std::unique_ptr<CudaEngineState> s_;

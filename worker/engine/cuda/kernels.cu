@@ -5,6 +5,7 @@
 
 #include "worker/engine/cuda/launch.h"
 #include "worker/engine/elementwise.h"
+#include "worker/engine/heads.h"
 
 namespace tagi::engine::cuda::kernels {
 namespace {
@@ -69,6 +70,49 @@ __global__ void HsmKernel(const float* mu, const float* var, size_t width, const
     const size_t entry = static_cast<size_t>(labels[b]) * levels + l;
     const size_t i = b * width + static_cast<size_t>(nodes[entry]);
     Observe(mu[i], var[i], node_targets[entry], var_v, &dmu[i], &dvar[i]);
+  }
+}
+
+// One thread per sample: the K units of a row depend on each other.
+__global__ void SoftmaxKernel(bool remax, const float* mz, const float* vz, size_t width,
+                              size_t batch, float* ma, float* va, float* jcb) {
+  TAGI_GRID_STRIDE(b, batch) {
+    const size_t row = b * width;
+    if (remax) {
+      heads::RemaxRow(mz + row, vz + row, width, ma + row, va + row, jcb + row);
+    } else {
+      heads::ClosedFormSoftmaxRow(mz + row, vz + row, width, ma + row, va + row, jcb + row);
+    }
+  }
+}
+
+__global__ void EvenExpKernel(const float* mz, const float* vz, size_t n, float* ma, float* va,
+                              float* jcb) {
+  TAGI_GRID_STRIDE(i, n) {
+    const Moments m = heads::EvenExp(i, mz[i], vz[i]);
+    ma[i] = m.mu;
+    va[i] = m.var;
+    jcb[i] = m.jcb;
+  }
+}
+
+__global__ void OneHotKernel(const float* mu, const float* var, size_t width,
+                             const int32_t* labels, size_t n, float var_v, float* dmu,
+                             float* dvar) {
+  TAGI_GRID_STRIDE(i, n) {
+    const size_t b = i / width;
+    const bool is_label = static_cast<size_t>(labels[b]) == i % width;
+    heads::OneHotObserve(mu[i], var[i], is_label, var_v, &dmu[i], &dvar[i]);
+  }
+}
+
+// One thread per target (a [mean, noise] pair of units).
+__global__ void HeteroscedasticKernel(const float* mu, const float* var, const float* jcb,
+                                      const float* y, size_t n, float* dmu, float* dvar) {
+  TAGI_GRID_STRIDE(t, n) {
+    const size_t m = 2 * t;
+    heads::HeteroscedasticPair(mu[m], var[m], mu[m + 1], var[m + 1], jcb[m + 1], y[t], &dmu[m],
+                               &dvar[m], &dmu[m + 1], &dvar[m + 1]);
   }
 }
 
@@ -188,6 +232,30 @@ cudaError_t HsmDeltas(const float* mu, const float* var, size_t batch, size_t wi
   const size_t n = batch * static_cast<size_t>(levels);
   return Launch(HsmKernel, n, stream, mu, var, width, labels, nodes, node_targets, levels, n, var_v,
                 delta_mu, delta_var);
+}
+
+cudaError_t SoftmaxForward(bool remax, const float* mu_z, const float* var_z, size_t batch,
+                           size_t width, float* mu_a, float* var_a, float* jcb,
+                           cudaStream_t stream) {
+  return Launch(SoftmaxKernel, batch, stream, remax, mu_z, var_z, width, batch, mu_a, var_a, jcb);
+}
+
+cudaError_t EvenExpForward(const float* mu_z, const float* var_z, size_t n, float* mu_a,
+                           float* var_a, float* jcb, cudaStream_t stream) {
+  return Launch(EvenExpKernel, n, stream, mu_z, var_z, n, mu_a, var_a, jcb);
+}
+
+cudaError_t OneHotDeltas(const float* mu, const float* var, size_t batch, size_t width,
+                         const int32_t* labels, float var_v, float* delta_mu, float* delta_var,
+                         cudaStream_t stream) {
+  const size_t n = batch * width;
+  return Launch(OneHotKernel, n, stream, mu, var, width, labels, n, var_v, delta_mu, delta_var);
+}
+
+cudaError_t HeteroscedasticDeltas(const float* mu, const float* var, const float* jcb,
+                                  const float* targets, size_t n, float* delta_mu,
+                                  float* delta_var, cudaStream_t stream) {
+  return Launch(HeteroscedasticKernel, n, stream, mu, var, jcb, targets, n, delta_mu, delta_var);
 }
 
 cudaError_t ScaleWeightDeltas(const float* var_w, size_t n, float* delta_mu_w, float* delta_var_w,

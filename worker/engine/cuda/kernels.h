@@ -47,6 +47,28 @@ cudaError_t HsmDeltas(const float* mu, const float* var, size_t batch, size_t wi
                       int levels, float var_v, float* delta_mu, float* delta_var,
                       cudaStream_t stream);
 
+// The output activations of the heads (worker/engine/heads.h): REMAX or
+// CLOSED_FORM_SOFTMAX (`remax` false) over each of `batch` samples' `width`
+// units, one thread per sample; EVEN_EXP over n units (even: mean, odd:
+// log-noise).
+cudaError_t SoftmaxForward(bool remax, const float* mu_z, const float* var_z, size_t batch,
+                           size_t width, float* mu_a, float* var_a, float* jcb,
+                           cudaStream_t stream);
+cudaError_t EvenExpForward(const float* mu_z, const float* var_z, size_t n, float* mu_a,
+                           float* var_a, float* jcb, cudaStream_t stream);
+
+// Output innovations of one-hot classification: every one of the `width`
+// units of each of `batch` samples observed (1 for its label, 0 else).
+cudaError_t OneHotDeltas(const float* mu, const float* var, size_t batch, size_t width,
+                         const int32_t* labels, float var_v, float* delta_mu, float* delta_var,
+                         cudaStream_t stream);
+
+// Output innovations of heteroscedastic regression: n targets against the
+// n [mean, noise] pairs of mu, var and the output's jcb.
+cudaError_t HeteroscedasticDeltas(const float* mu, const float* var, const float* jcb,
+                                  const float* targets, size_t n, float* delta_mu,
+                                  float* delta_var, cudaStream_t stream);
+
 // delta_mu_w *= var_w, delta_var_w *= var_w^2 (n weights).
 cudaError_t ScaleWeightDeltas(const float* var_w, size_t n, float* delta_mu_w, float* delta_var_w,
                               cudaStream_t stream);

@@ -115,6 +115,39 @@ class CudaActivation final : public CudaLayer {
   size_t width_;
 };
 
+// The output activations of the heads (heads.h): REMAX and
+// CLOSED_FORM_SOFTMAX a sample at a time, EVEN_EXP a unit at a time; jcb
+// (jcb^2) on the innovations back, as any activation.
+class CudaHeadActivation final : public CudaLayer {
+ public:
+  CudaHeadActivation(LayerKind kind, size_t width) : kind_(kind), width_(width) {}
+
+  absl::Status Forward(const CudaContext& ctx, const CudaLayerIo& io, Mode /*mode*/) override {
+    if (kind_ == tagi::v1::Layer::EVEN_EXP) {
+      TAGI_CUDA_RETURN_IF_ERROR(kernels::EvenExpForward(io.in.mu, io.in.var, io.batch * width_,
+                                                        io.out.mu, io.out.var, io.out_jcb,
+                                                        ctx.stream));
+    } else {
+      TAGI_CUDA_RETURN_IF_ERROR(kernels::SoftmaxForward(
+          kind_ == tagi::v1::Layer::REMAX, io.in.mu, io.in.var, io.batch, width_, io.out.mu,
+          io.out.var, io.out_jcb, ctx.stream));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
+    if (io.delta_in.mu == nullptr) return absl::OkStatus();
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::ActivationBackward(
+        io.out_jcb, io.delta_out.mu, io.delta_out.var, io.batch * width_, io.delta_in.mu,
+        io.delta_in.var, ctx.stream));
+    return absl::OkStatus();
+  }
+
+ private:
+  LayerKind kind_;
+  size_t width_;
+};
+
 }  // namespace
 
 absl::Status WeightsAndBiasesStep(const CudaContext& ctx, const CudaLayerIo& io, size_t weights,
@@ -160,6 +193,10 @@ std::unique_ptr<CudaLayer> MakeCudaLayer(const spec::PlannedLayer& planned) {
     case tagi::v1::Layer::SOFTPLUS:
     case tagi::v1::Layer::MIXTURE_RELU:
       return std::make_unique<CudaActivation>(s.kind, s.slope, planned.in.size());
+    case tagi::v1::Layer::REMAX:
+    case tagi::v1::Layer::CLOSED_FORM_SOFTMAX:
+    case tagi::v1::Layer::EVEN_EXP:
+      return std::make_unique<CudaHeadActivation>(s.kind, planned.in.size());
     default:
       return MakeCudaImageLayer(planned);
   }
