@@ -209,17 +209,28 @@ def state_name(job):
     return jobs_pb2.JobState.Name(job.state)
 
 
+def epoch_summary(epoch, classification):
+    """The test metrics of one tagi.v1.EpochMetrics, as tagictl shows them:
+    "test accuracy 85.10% ECE 0.0213 NLL 0.4211 Brier 0.2190" (classification) or
+    "test RMSE 0.5120 NLL 0.8000 coverage 68% 67.0% 95% 94.5%" (regression)."""
+    e = epoch
+    if classification:
+        return (f"test accuracy {100 * e.test_accuracy:.2f}% ECE {e.test_ece:.4f} "
+                f"NLL {e.test_nll:.4f} Brier {e.test_brier:.4f}")
+    return (f"test RMSE {e.test_rmse:.4f} NLL {e.test_nll:.4f} coverage 68% "
+            f"{100 * e.test_coverage_68:.1f}% 95% {100 * e.test_coverage_95:.1f}%")
+
+
 def describe(job):
-    """One line about a job: "job-1 RUNNING epoch 2/3 step 40/100 850 samples/s"."""
+    """One line about a job: "job-1 RUNNING epoch 2/3 step 40/100 850 samples/s", and the
+    last finished epoch's test metrics (epoch_summary)."""
     p = job.progress
     text = f"{job.id} {state_name(job)}"
     if job.state == jobs_pb2.RUNNING and p.steps_per_epoch:
         text += (f" epoch {p.epoch + 1}/{job.spec.epochs} step {p.step}/{p.steps_per_epoch}"
                  f" {p.samples_per_second:.0f} samples/s")
     if p.epochs:
-        e = p.epochs[-1]
-        text += (f" test accuracy {100 * e.test_accuracy:.2f}%" if job.spec.head.HasField(
-            "classification") else f" test RMSE {e.test_rmse:.4f}")
+        text += " " + epoch_summary(p.epochs[-1], job.spec.head.HasField("classification"))
     if job.reason and job.state in TERMINAL:
         text += f": {job.reason}"
     return text

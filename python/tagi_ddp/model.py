@@ -2,7 +2,7 @@
 
     model = load_model("job-1.tagi")
     model.layers[0].mu_w, model.layers[0].var_w      # a Linear's weights, [out][in]
-    mu, var = model.predict(x)                       # output units, [n][width]
+    mu, var = model.predict(x)                       # regression: [n][targets], data units
     probs = model.class_probabilities(x)             # classification, [n][K]
 
 The file format is worker/engine/model_file.h's (versions 1 and 2; all
@@ -11,6 +11,14 @@ the input and target standardisation, the parameter arena [means][variances]
 (every layer's blocks depth first in layer order, packed: spec/plan.h) and
 the state arena (a batch norm's running mean, running variance and
 first-batch flag).
+
+Heads (docs/heads.md): classification by hierarchical softmax (the output
+units are tree nodes) or ONE_HOT (the network ends with remax or
+closedFormSoftmax: the class probabilities are the output means, clipped at
+0 and normalised, as worker/engine/output.cc MeanClassProbabilities);
+regression, homoscedastic (sigma_v given to predict) or heteroscedastic (the
+network ends with evenExp: [mean, noise] unit pairs, predictive variance
+var(mean) + E[noise], no sigma_v).
 
 Predictions follow the CPU engine in evaluation mode (worker/engine/*.cc,
 shared/TAGI.md and TAGI_CNN.md): every kind of layer the engine runs, in
@@ -30,6 +38,7 @@ MAGIC = b"TAGIMODL"
 HSM_ALPHA = 3.0
 MIN_STDDEV = 1e-8
 MIXTURE_FLOOR = 1e-6
+REMAX_FLOOR = 1e-6  # worker/engine/heads.h kRemaxFloor
 KIND_NAMES = {1: "linear", 2: "relu", 3: "leakyRelu", 4: "sigmoid", 5: "tanh", 6: "softplus",
               7: "mixtureRelu"}
 
@@ -118,7 +127,9 @@ class Model:
     network's layer dicts, blocks nested), head ({"classification":
     {"numClasses": K}} or {"regression": {}}), planned (LayerParams, depth
     first), input_mean/input_std/target_mean/target_std, mu/var (the
-    parameter arena's halves) and state (the state arena)."""
+    parameter arena's halves) and state (the state arena). A head may also be
+    {"classification": {"numClasses": K, "output": "ONE_HOT"}} or
+    {"regression": {"heteroscedastic": True}} (see one_hot, heteroscedastic)."""
 
     def __init__(self, version, network, prep, mu, var, state):
         self.version = version
@@ -135,12 +146,22 @@ class Model:
             self.output_shape = self._plan(self.layers, self.input_shape, "layers", [0, 0])
         except shapes.ShapeError as e:
             raise ModelFileError(f"model file holds an invalid architecture: {e}") from None
-        if self.num_classes:
+        if self.num_classes and not self.one_hot:
             self._tree = HsmTree(self.num_classes)
 
     @property
     def num_classes(self):
         return int(self.head.get("classification", {}).get("numClasses", 0))
+
+    @property
+    def one_hot(self):
+        """A classification head with one output per class (ONE_HOT), not hierarchical."""
+        return self.head.get("classification", {}).get("output") in ("ONE_HOT", 2)
+
+    @property
+    def heteroscedastic(self):
+        """A regression head with [mean, noise] output pairs that learns its noise."""
+        return bool(self.head.get("regression", {}).get("heteroscedastic", False))
 
     def _plan(self, layers, shape, path, cursor):
         for i, layer in enumerate(layers):
@@ -196,22 +217,30 @@ class Model:
         return mu.reshape(len(mu), -1), var.reshape(len(var), -1)
 
     def predict(self, x, sigma_v=0.0, standardize=True):
-        """Regression: predictive (mean, variance) in the data's units (plus sigma_v^2);
-        classification: the output units as forward() gives them."""
+        """Regression: predictive (mean, variance) [n][targets] in the data's units:
+        homoscedastic, the output's variance plus sigma_v^2; heteroscedastic (its
+        output pairs [mean, noise]), var(mean) + E[noise] (sigma_v is not used).
+        Classification: the output units as forward() gives them."""
         mu, var = self.forward(x, standardize)
         if self.num_classes:
             return mu, var
-        var = var + sigma_v * sigma_v
+        if self.heteroscedastic:
+            mu, var = mu[:, 0::2], var[:, 0::2] + mu[:, 1::2]
+        else:
+            var = var + sigma_v * sigma_v
         if len(self.target_mean):
             std = np.where(self.target_std < MIN_STDDEV, 1.0, self.target_std)
             mu, var = mu * std + self.target_mean, var * std * std
         return mu, var
 
     def class_probabilities(self, x, standardize=True):
-        """[n][K] probabilities of the hierarchical softmax (worker/engine/output.cc)."""
-        if not self._tree:
+        """[n][K] class probabilities (worker/engine/output.cc): the hierarchical
+        softmax's, or a ONE_HOT head's output means clipped at 0 and normalised."""
+        if not self.num_classes:
             raise ValueError("a regression model has no class probabilities")
         mu, var = self.forward(x, standardize)
+        if self.one_hot:
+            return mean_class_probabilities(mu)
         return self._tree.probabilities(mu, var)
 
     def predict_classes(self, x, standardize=True):
@@ -364,9 +393,76 @@ def _activation(kind):
     return run
 
 
+def _log_normal(mu, var):
+    """(mean, variance) of log X for a positive X of moments mu, var (log-normal matching)."""
+    vl = np.log1p(var / (mu * mu))
+    return np.log(mu) - 0.5 * vl, vl
+
+
+def _remax(lp, mu, var):
+    """REMAX over each sample's units (worker/engine/heads.h RemaxRow; TAGI_CNN.md 9.1)."""
+    shape = mu.shape
+    m_mu, m_var = _mixture_relu(mu.reshape(len(mu), -1), var.reshape(len(var), -1))
+    mu_t = m_mu.sum(axis=1, keepdims=True)
+    ml_t, vl_t = _log_normal(mu_t, m_var.sum(axis=1, keepdims=True))
+    ml, vl = _log_normal(m_mu, m_var)
+    cov = np.log1p(m_var / (mu_t * m_mu))
+    ml_a = ml - ml_t
+    vl_a = vl + vl_t - 2.0 * cov
+    a = np.maximum(np.exp(ml_a + 0.5 * vl_a), REMAX_FLOOR)
+    mu_a = a / a.sum(axis=1, keepdims=True)
+    var_a = np.expm1(vl_a) * mu_a * mu_a
+    return mu_a.reshape(shape), var_a.reshape(shape)
+
+
+def _closed_form_softmax(lp, mu, var):
+    """CLOSED_FORM_SOFTMAX over each sample's units (heads.h ClosedFormSoftmaxRow;
+    TAGI_CNN.md 9.2): not renormalised; shifted by the row's largest mean, which
+    changes none of the moments (it keeps exp from overflowing)."""
+    shape = mu.shape
+    m = mu.reshape(len(mu), -1)
+    v = var.reshape(len(var), -1)
+    m = m - m.max(axis=1, keepdims=True)
+    mu_e = np.exp(m + 0.5 * v)
+    var_e = np.exp(2.0 * m + v) * np.expm1(v)
+    mu_s = mu_e.sum(axis=1, keepdims=True)
+    ml_s, vl_s = _log_normal(mu_s, var_e.sum(axis=1, keepdims=True))
+    c = np.log1p(var_e / (mu_s * mu_e))
+    ml_a = m - ml_s
+    vl_a = v + vl_s - 2.0 * c
+    mu_a = np.exp(ml_a + 0.5 * vl_a)
+    var_a = np.expm1(vl_a) * mu_a * mu_a
+    return mu_a.reshape(shape), var_a.reshape(shape)
+
+
+def _even_exp(lp, mu, var):
+    """EVEN_EXP (heads.h EvenExp; TAGI_CNN.md 9.3): even units pass, odd ones become
+    exp(Z), log-normal. The width is even, so a unit's parity is its flat index's."""
+    shape = mu.shape
+    m = mu.reshape(len(mu), -1).copy()
+    v = var.reshape(len(var), -1).copy()
+    lm, lv = m[:, 1::2].copy(), v[:, 1::2].copy()  # not views: m and v are written below
+    m[:, 1::2] = np.exp(lm + 0.5 * lv)
+    v[:, 1::2] = np.exp(2.0 * lm + lv) * np.expm1(lv)
+    return m.reshape(shape), v.reshape(shape)
+
+
+def mean_class_probabilities(mu):
+    """[n][K] class probabilities of a ONE_HOT head from its output means: clipped at
+    0 and normalised to sum 1; a row without a positive finite sum is uniform
+    (worker/engine/output.cc MeanClassProbabilities)."""
+    mu = np.asarray(mu, dtype=np.float64)
+    p = np.where(mu > 0, mu, 0.0)  # NaN too, as the engine's mu > 0 test
+    total = p.sum(axis=1, keepdims=True)
+    good = (total > 0) & np.isfinite(total)
+    return np.where(good, p / np.where(good, total, 1.0), 1.0 / p.shape[1])
+
+
 _FORWARD = {"linear": _linear, "conv2d": _conv2d, "avgPool2d": _avg_pool,
             "maxPool2d": _max_pool, "batchNorm": _batch_norm, "layerNorm": _layer_norm}
 _FORWARD.update({k: _activation(k) for k in shapes.ACTIVATIONS})
+_FORWARD.update({"remax": _remax, "closedFormSoftmax": _closed_form_softmax,
+                 "evenExp": _even_exp})
 
 
 class HsmTree:

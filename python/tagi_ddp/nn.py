@@ -13,7 +13,7 @@ same defaults) and build a description only: nothing is trained here. The
 layers are exactly the kinds the tagi-ddp engine runs (tagi.v1.Layer); an
 argument the engine has no equivalent for (Linear(bias=False), per-layer
 initialisation that differs between layers, BatchNorm2d gains) raises
-UnsupportedError, and so does constructing any other pytagi layer (Remax,
+UnsupportedError, and so does constructing any other pytagi layer (Softmax,
 LSTM, ...). Shapes and sizes are checked by the coordinator at submission
 (common/job_spec.h), whose message comes back in the client's exception;
 the builder checks only what the job format cannot carry (LayerNorm's
@@ -26,6 +26,17 @@ builder says so here:
   - A pool's padding needs padding_type 1 or 2 (pytagi's type 0 with padding
     is undefined behaviour there).
   - LeakyReLU() has pytagi's slope 0.1; `negative_slope=` is an extension.
+
+The output activations choose the head (docs/heads.md), as pytagi's examples
+use them; each may only be the network's last layer:
+  - ... Linear(n, K), Remax() or ClosedFormSoftmax() with num_classes=K: one
+    output per class, observed one-hot (1 for the label, 0 for the others)
+    with noise sigma_v (Head.Classification.output ONE_HOT);
+  - ... Linear(n, 2 * targets), EvenExp() without num_classes: heteroscedastic
+    regression, [mean, noise] per target, the noise learned per input;
+    sigma_v may then be None (no "noise" in the job: it is not used).
+Without them, num_classes means hierarchical softmax (the last Linear has
+hsm_output_width(K) units) and no num_classes plain Gaussian regression.
 """
 import json
 
@@ -37,8 +48,8 @@ class UnsupportedError(ValueError):
 
 
 SUPPORTED = ("Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "AvgPool2d", "MaxPool2d", "ReLU",
-             "LeakyReLU", "Sigmoid", "Tanh", "Softplus", "MixtureReLU", "LayerBlock",
-             "ResNetBlock", "Sequential")
+             "LeakyReLU", "Sigmoid", "Tanh", "Softplus", "MixtureReLU", "Remax",
+             "ClosedFormSoftmax", "EvenExp", "LayerBlock", "ResNetBlock", "Sequential")
 
 
 def _count(name, value, minimum=1):
@@ -109,6 +120,25 @@ class Softplus(_Activation):
 
 class MixtureReLU(_Activation):
     field = "mixtureRelu"
+
+
+class _OutputActivation(_Activation):
+    """An output activation: only as the network's last layer (it sets the head)."""
+
+
+class Remax(_OutputActivation):
+    """pytagi's Remax(): class probabilities for a ONE_HOT classification head."""
+    field = "remax"
+
+
+class ClosedFormSoftmax(_OutputActivation):
+    """pytagi's ClosedFormSoftmax(): class probabilities for a ONE_HOT classification head."""
+    field = "closedFormSoftmax"
+
+
+class EvenExp(_OutputActivation):
+    """pytagi's EvenExp(): [mean, exp(log-noise)] pairs for a heteroscedastic regression head."""
+    field = "evenExp"
 
 
 class LeakyReLU(_Activation):
@@ -373,16 +403,64 @@ class Sequential:
         shape = tuple(input_shape) if input_shape else self.input_shape()
         return _layer_dicts(self.layers, shape)
 
-    def to_job_dict(self, *, name, data, sigma_v, batch_size, epochs, num_classes=None,
+    def _head(self, num_classes, out_shape):
+        """The job's head from num_classes and the last layer; ValueError where they
+        cannot go together (the server checks too; this names the fix)."""
+        for i, layer in enumerate(self.layers):
+            inner = [l for l in _walk(layer.children()) if isinstance(l, _OutputActivation)]
+            if inner or (isinstance(layer, _OutputActivation) and i + 1 < len(self.layers)):
+                what = type(inner[0] if inner else layer).__name__
+                raise ValueError(f"layers[{i}]: {what} is an output activation; it may only be "
+                                 f"the network's last layer")
+        last = self.layers[-1]
+        width = None
+        if out_shape is not None:
+            width = out_shape[0] * out_shape[1] * out_shape[2]
+        elif len(self.layers) > 1 and isinstance(self.layers[-2], Linear):
+            width = self.layers[-2].output_size
+        at = f"layers[{len(self.layers) - 1}] ({type(last).__name__})"
+        if num_classes is not None:
+            k = int(num_classes)
+            if isinstance(last, EvenExp):
+                raise ValueError(f"{at}: EvenExp is the heteroscedastic regression head's "
+                                 f"output; with num_classes={k} end with Remax() or "
+                                 f"ClosedFormSoftmax() (one-hot) or a Linear (hierarchical "
+                                 f"softmax), or leave num_classes out for regression")
+            if isinstance(last, (Remax, ClosedFormSoftmax)):
+                if width is not None and width != k:
+                    raise ValueError(f"{at}: one-hot classification over {k} classes needs "
+                                     f"{k} outputs (the last Linear's output_size), but the "
+                                     f"network gives {width}")
+                return {"classification": {"numClasses": k, "output": "ONE_HOT"}}
+            return {"classification": {"numClasses": k}}
+        if isinstance(last, (Remax, ClosedFormSoftmax)):
+            raise ValueError(f"{at}: {type(last).__name__} gives class probabilities; pass "
+                             f"num_classes (a one-hot classification head)")
+        if isinstance(last, EvenExp):
+            if len(self.layers) < 2 or isinstance(self.layers[-2], _Activation):
+                raise ValueError(f"{at}: EvenExp must follow a layer with parameters (e.g. "
+                                 f"Linear(n, 2 * targets)), not an activation")
+            if width is not None and width % 2:
+                raise ValueError(f"{at}: EvenExp takes [mean, log-noise] pairs (2 outputs "
+                                 f"per target); the network gives {width}, an odd number")
+            return {"regression": {"heteroscedastic": True}}
+        return {"regression": {}}
+
+    def to_job_dict(self, *, name, data, sigma_v=None, batch_size, epochs, num_classes=None,
                     input_shape=None, sigma_v_decay=None, sigma_v_min=None, seed=None,
                     reduction=None, snapshot_interval=None, world_size=None, device=None,
                     backend=None, sync_batch_norm=False, init_from=None,
                     min_world_size=None, max_world_size=None):
         """The job in the JSON form of the job files (examples/*.json).
 
-        num_classes: classification by hierarchical softmax over that many
-        classes (the last layer has hsm_output_width(num_classes) units, 11
-        for 10); None: Gaussian regression. data: a DataSpec dict
+        num_classes: classification over that many classes: one-hot when the
+        network ends with Remax() or ClosedFormSoftmax() (the last Linear has
+        num_classes outputs), else hierarchical softmax (the last layer has
+        hsm_output_width(num_classes) units, 11 for 10); None: Gaussian
+        regression, heteroscedastic when the network ends with EvenExp() (two
+        outputs per target). sigma_v: the observation noise's standard
+        deviation; None only for a heteroscedastic head (which learns its
+        noise: the job then has no "noise"). data: a DataSpec dict
         (tagi_ddp.data). input_shape (C, H, W): needed only when the first
         layer does not state it (a Conv2d without in_width, a block).
         init_from: a model file to start from instead of the seed's draw
@@ -399,21 +477,27 @@ class Sequential:
             raise ValueError("world_size and min_world_size/max_world_size exclude each other: "
                              "an elastic job sets its bounds instead")
         shape = tuple(input_shape) if input_shape else self.input_shape()
-        layers, _ = _layer_dicts(self.layers, shape)
+        layers, out_shape = _layer_dicts(self.layers, shape)
         job = {"name": name}
         if shape is not None:
             job["input"] = {"channels": shape[0], "height": shape[1], "width": shape[2]}
         job["layers"] = layers
-        job["head"] = ({"classification": {"numClasses": int(num_classes)}}
-                       if num_classes is not None else {"regression": {}})
+        job["head"] = self._head(num_classes, out_shape)
         job["data"] = dict(data)
         job["init"] = _resolve_init(self.layers)
-        noise = {"sigmaV": float(sigma_v)}
-        if sigma_v_decay is not None:
-            noise["decay"] = float(sigma_v_decay)
-        if sigma_v_min is not None:
-            noise["sigmaVMin"] = float(sigma_v_min)
-        job["noise"] = noise
+        if sigma_v is None:
+            if not job["head"].get("regression", {}).get("heteroscedastic"):
+                raise ValueError("sigma_v: None; only a heteroscedastic regression head (a "
+                                 "network ending with EvenExp) learns its noise instead")
+            if sigma_v_decay is not None or sigma_v_min is not None:
+                raise ValueError("sigma_v_decay / sigma_v_min schedule sigma_v, which is None")
+        else:
+            noise = {"sigmaV": float(sigma_v)}
+            if sigma_v_decay is not None:
+                noise["decay"] = float(sigma_v_decay)
+            if sigma_v_min is not None:
+                noise["sigmaVMin"] = float(sigma_v_min)
+            job["noise"] = noise
         job["batchSize"] = int(batch_size)
         job["epochs"] = int(epochs)
         optional = {"seed": seed, "reduction": reduction, "worldSize": world_size,
@@ -449,14 +533,12 @@ def _unsupported(name):
 
 # pytagi 0.2.1's other layers: importable (so a script's import line works)
 # and refused when constructed, with the list of what is supported.
-for _name in ("ClosedFormSoftmax", "EvenExp", "MixtureSigmoid", "MixtureTanh", "Remax",
-              "Softmax", "ConvTranspose2d", "Embedding", "LSTM", "SLSTM", "SLinear",
-              "RMSNorm", "MultiheadAttention", "PositionalEncoding"):
+for _name in ("MixtureSigmoid", "MixtureTanh", "Softmax", "ConvTranspose2d", "Embedding",
+              "LSTM", "SLSTM", "SLinear", "RMSNorm", "MultiheadAttention", "PositionalEncoding"):
     globals()[_name] = _unsupported(_name)
 del _name
 
-__all__ = list(SUPPORTED) + ["UnsupportedError", "ClosedFormSoftmax", "EvenExp",
-                             "MixtureSigmoid", "MixtureTanh", "Remax", "Softmax",
+__all__ = list(SUPPORTED) + ["UnsupportedError", "MixtureSigmoid", "MixtureTanh", "Softmax",
                              "ConvTranspose2d", "Embedding", "LSTM", "SLSTM", "SLinear"]
 
 def hsm_output_width(num_classes):

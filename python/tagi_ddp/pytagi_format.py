@@ -19,7 +19,8 @@ name and reads as many values as the layer it loads into holds. Per kind:
   LayerNorm    "LayerNorm()"; gamma, beta [C or F], then the per-sample statistics
                of the last forward, mu_ra and var_ra [B] each (B = 0 before any
                forward; src/layernorm_layer.cpp)
-  activations  nothing at all (their save is empty, include/activation.h)
+  activations  nothing at all (their save is empty, include/activation.h), the
+               output activations Remax, ClosedFormSoftmax and EvenExp included
   LayerBlock   its layers' records; ResNetBlock: the main block's, then the
                shortcut's; neither writes a record of its own.
 
@@ -40,7 +41,8 @@ from .model import MAGIC, decode_model
 
 _ACTIVATIONS = {"relu": "ReLU()", "sigmoid": "Sigmoid()", "tanh": "Tanh()",
                 "softplus": "Softplus()", "mixtureRelu": "MixtureReLU()",
-                "leakyRelu": "leakyReLU()"}
+                "leakyRelu": "leakyReLU()", "remax": "Remax()",
+                "closedFormSoftmax": "ClosedFormSoftmax()", "evenExp": "EvenExp()"}
 _IMAGE_KINDS = ("conv2d", "avgPool2d", "maxPool2d")
 
 
@@ -233,6 +235,11 @@ def from_pytagi(path, net, num_classes=None, input_shape=None):
     """A tagi-ddp model file's bytes from pytagi's save of `net` (a tagi_ddp.nn.Sequential
     with the layers the pytagi network had); decode_model(result) reads it back.
 
+    The head is the one net.to_job_dict would give: with num_classes, one-hot
+    when net ends with Remax or ClosedFormSoftmax, else hierarchical softmax;
+    without, heteroscedastic regression when net ends with EvenExp, else
+    regression.
+
     input_shape (C, H, W) is needed only when net's first layer does not state it.
     A batch norm's running statistics come over; its first-batch flag (which pytagi
     does not save) is set where the statistics are still the initial 0 and 1, so a
@@ -244,7 +251,8 @@ def from_pytagi(path, net, num_classes=None, input_shape=None):
     if shape is None:
         raise ValueError("from_pytagi: the network's first layer does not state its input "
                          "shape; pass input_shape=(C, H, W)")
-    layers, _ = net.layer_dicts(shape)
+    layers, out_shape = net.layer_dicts(shape)
+    head = net._head(num_classes or None, out_shape)
     records, _ = _records(layers, shape)
     with open(path, "rb") as f:
         data = f.read()
@@ -284,8 +292,6 @@ def from_pytagi(path, net, num_classes=None, input_shape=None):
             state += [mu_ra, var_ra, first]
     if at != len(data):
         raise ValueError(f"{path}: {len(data) - at} bytes after the last layer")
-    head = ({"classification": {"numClasses": int(num_classes)}} if num_classes
-            else {"regression": {}})
     arch = _network_bytes(layers, shape, head)
     mu = np.concatenate(mus).astype("<f4")
     var = np.concatenate(vars_).astype("<f4")

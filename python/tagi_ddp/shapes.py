@@ -12,6 +12,9 @@ reader lay out parameters). Pure functions.
 
 ACTIVATIONS = ("relu", "leakyRelu", "sigmoid", "tanh", "softplus", "mixtureRelu")
 POOLS = ("avgPool2d", "maxPool2d")
+# The heads' output activations (docs/heads.md): only as the network's last
+# layer, under the head that reads them (spec/network.cc; the server checks).
+OUTPUT_ACTIVATIONS = ("remax", "closedFormSoftmax", "evenExp")
 
 
 class ShapeError(ValueError):
@@ -72,6 +75,11 @@ def infer_layer(layer, shape, path="layers[0]"):
                              f"input, which has {size} features")
         return (int(f.get("outFeatures", 0)), 1, 1)
     if kind in ACTIVATIONS or kind == "layerNorm":
+        return shape
+    if kind in OUTPUT_ACTIVATIONS:
+        if kind == "evenExp" and size % 2:
+            raise ShapeError(f"{path}: evenExp takes [mean, log-noise] pairs; its input has "
+                             f"{size} units, an odd number")
         return shape
     if kind == "conv2d":
         if int(f.get("inChannels", 0)) != shape[0]:

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/byte_codec.h"
 #include "spec/network_proto.h"
@@ -274,6 +275,27 @@ TEST(ModelFile, StatisticsMustFitTheArchitecture) {
     EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << c.message;
     EXPECT_NE(file.status().message().find(c.message), std::string::npos) << file.status();
   }
+}
+
+// A heteroscedastic head keeps one pair of target statistics per target,
+// not per output (found by the Python model tests: a 2-target model could
+// not be read back).
+TEST(ModelFile, HeteroscedasticStatisticsArePerTargetAndTheHeadRoundTrips) {
+  Architecture arch;
+  arch.input = {3, 1, 1};
+  arch.layers = {{v1::Layer::LINEAR, 3, 4, 0.0f}, {v1::Layer::EVEN_EXP, 0, 0, 0.0f}};
+  arch.head = {HeadKind::kRegression, 0};
+  arch.head.heteroscedastic = true;
+  const std::vector<float> params = AwkwardParameters(arch.num_parameters());
+  const Preprocessing two{{1, 2, 3}, {1, 2, 3}, {4, 5}, {6, 7}};
+  const auto file = Decode(EncodeModelFile(arch, two, params));
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->architecture, arch);
+  EXPECT_TRUE(file->architecture.head.heteroscedastic);
+  EXPECT_EQ(file->preprocessing, two);
+  const Preprocessing four{{1, 2, 3}, {1, 2, 3}, {4, 5, 6, 7}, {6, 7, 8, 9}};
+  EXPECT_THAT(Decode(EncodeModelFile(arch, four, params)).status().message(),
+              ::testing::HasSubstr("4 target columns but the architecture has 2"));
 }
 
 TEST(ModelFile, LayoutIsLittleEndianWithMagicVersionLengthAndCrc) {

@@ -2,7 +2,10 @@
 
   pytagi_run.py load NET SAVE X.npy OUT.npz   # Sequential.load(SAVE), forward X
   pytagi_run.py make NET SAVE X.npy OUT.npz   # a fresh network trained a few steps on X
-                                              # (random targets), Sequential.save(SAVE),
+                                              # (random targets: one-hot labels for a net
+                                              # ending in Remax or ClosedFormSoftmax, one
+                                              # target per sample through update_heteros
+                                              # for EvenExp), Sequential.save(SAVE),
                                               # forward X in evaluation mode
 NET names one of the networks below; X is [n][C*H*W], images flattened channel,
 row, column (NCHW, pytagi's order and ours). OUT holds mu and var [n][outputs].
@@ -36,13 +39,26 @@ def network(name, m):
                              m.BatchNorm2d(8)),
                 m.LayerBlock(m.Conv2d(4, 8, 2, stride=2, bias=False), m.BatchNorm2d(8))),
             m.LayerNorm([8, 3, 3]), m.Linear(72, 16), m.Tanh(), m.Linear(16, 11))
+    # The output heads' activations (docs/heads.md), on 8 inputs.
+    if name == "remax":
+        return m.Sequential(m.Linear(8, 16), m.ReLU(), m.Linear(16, 10), m.Remax())
+    if name == "cfsoftmax":
+        return m.Sequential(m.Linear(8, 16), m.ReLU(), m.Linear(16, 10), m.ClosedFormSoftmax())
+    if name == "evenexp":
+        return m.Sequential(m.Linear(8, 16), m.ReLU(), m.Linear(16, 2), m.EvenExp())
     raise ValueError(f"unknown network {name!r}")
+
+
+ONE_HOT_SIGMA_V = 0.1
 
 
 def main():
     import pytagi.nn as m
     mode, name, save, x_path, out = sys.argv[1:6]
     x = np.load(x_path).astype(np.float32)
+    if mode == "make":  # the same draw every run
+        from pytagi import manual_seed
+        manual_seed(11)
     net = network(name, m)
     if mode == "load":
         net.preinit_layer()
@@ -56,9 +72,21 @@ def main():
             xb = x[step * BATCH:(step + 1) * BATCH]
             net(xb.reshape(-1))
             width = net.output_z_buffer.actual_size
-            y = rng.standard_normal(len(xb) * width).astype(np.float32)
-            updater.update(output_states=net.output_z_buffer, mu_obs=y,
-                           var_obs=np.ones_like(y), delta_states=net.input_delta_z_buffer)
+            if name == "evenexp":
+                y = rng.standard_normal(len(xb)).astype(np.float32)
+                updater.update_heteros(output_states=net.output_z_buffer, mu_obs=y,
+                                       delta_states=net.input_delta_z_buffer)
+            elif name in ("remax", "cfsoftmax"):
+                y = np.zeros((len(xb), width), dtype=np.float32)
+                y[np.arange(len(xb)), rng.integers(0, width, len(xb))] = 1.0
+                y = y.reshape(-1)
+                updater.update(output_states=net.output_z_buffer, mu_obs=y,
+                               var_obs=np.full_like(y, ONE_HOT_SIGMA_V ** 2),
+                               delta_states=net.input_delta_z_buffer)
+            else:
+                y = rng.standard_normal(len(xb) * width).astype(np.float32)
+                updater.update(output_states=net.output_z_buffer, mu_obs=y,
+                               var_obs=np.ones_like(y), delta_states=net.input_delta_z_buffer)
             net.backward()
             net.step()
         net.save(save)

@@ -5,11 +5,12 @@ import os
 import pytest
 from google.protobuf import json_format
 
-from tagi_ddp import data
+from tagi_ddp import data, shapes
 from tagi_ddp._stubs import job_pb2
-from tagi_ddp.nn import (AvgPool2d, BatchNorm2d, Conv2d, LayerBlock, LayerNorm, LeakyReLU,
-                         Linear, MaxPool2d, MixtureReLU, ReLU, Remax, ResNetBlock, Sequential,
-                         Sigmoid, Softplus, Tanh, UnsupportedError, LSTM)
+from tagi_ddp.nn import (AvgPool2d, BatchNorm2d, ClosedFormSoftmax, Conv2d, EvenExp, LayerBlock,
+                         LayerNorm, LeakyReLU, Linear, MaxPool2d, MixtureReLU, ReLU, Remax,
+                         ResNetBlock, Sequential, Sigmoid, Softmax, Softplus, Tanh,
+                         UnsupportedError, LSTM)
 
 
 def example(src, name):
@@ -69,6 +70,37 @@ def test_mnist_cnn_gives_examples_fmnist_cnn(src):
     assert spec == want, diff(spec, want)
 
 
+def test_mnist_cnn_with_remax_gives_examples_fmnist_cnn_remax(src):
+    # The same CNN with one output per class and Remax: a one-hot head.
+    layers = mnist_cnn().layers[:-1] + [Linear(256, 10), Remax()]
+    spec = Sequential(*layers).to_job_spec(
+        name="fmnist-cnn-remax", data=data.fashion_mnist(), num_classes=10, sigma_v=0.05,
+        batch_size=128, epochs=3, seed=1, reduction="SUM", world_size=1, snapshot_interval=100,
+        device="cpu")
+    want = example(src, "fmnist_cnn_remax.json")
+    assert spec == want, diff(spec, want)
+
+
+def test_heteroscedastic_mlp_gives_examples_heteroscedastic(src):
+    # pytagi's examples/regression_heteros.py network (TAGI_CNN.md 9.3), no sigma_v.
+    net = Sequential(Linear(1, 128), ReLU(), Linear(128, 128), ReLU(), Linear(128, 2),
+                     EvenExp())
+    spec = net.to_job_spec(
+        name="heteroscedastic",
+        data=data.csv("build/heteroscedastic/train.csv", "build/heteroscedastic/test.csv",
+                      has_header=True),
+        batch_size=10, epochs=50, seed=1, device="cpu")
+    want = example(src, "heteroscedastic.json")
+    # The builder always writes the input shape and the initialisation; the
+    # example leaves them to their defaults (the first Linear's width, He).
+    assert spec.input == job_pb2.InputShape(channels=1, height=1, width=1)
+    assert spec.init == job_pb2.Init(method=job_pb2.Init.HE)
+    for field in ("input", "init"):
+        if not want.HasField(field):
+            spec.ClearField(field)
+    assert spec == want, diff(spec, want)
+
+
 def test_resnet18_gives_examples_cifar10_resnet18(src):
     # 0.083 as the job file writes it: the float32 the engine reads.
     net = resnet18_cifar10(0.083, 0.083)
@@ -122,7 +154,7 @@ def test_batch_norm_whose_size_cannot_be_checked_here_keeps_it_for_the_server():
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda: Remax(), "Remax is a pytagi layer that the tagi-ddp engine does not run"),
+    (lambda: Softmax(), "Softmax is a pytagi layer that the tagi-ddp engine does not run"),
     (lambda: LSTM(1, 2, 3), "LSTM is a pytagi layer"),
     (lambda: Linear(3, 4, bias=False), "Linear always has a bias"),
     (lambda: BatchNorm2d(4, gain_weight=0.5), "no gain"),
@@ -163,3 +195,78 @@ def test_elastic_bounds_go_into_the_job_and_exclude_a_fixed_world():
     with pytest.raises(ValueError, match="exclude each other"):
         net.to_job_dict(name="x", data=data.toy_cubic(), sigma_v=0.1, batch_size=4, epochs=1,
                         world_size=2, max_world_size=3)
+
+
+@pytest.mark.parametrize("last, field, proto_field", [
+    (Remax, "remax", "remax"), (ClosedFormSoftmax, "closedFormSoftmax", "closed_form_softmax")])
+def test_remax_and_closed_form_softmax_give_a_one_hot_head(last, field, proto_field):
+    net = Sequential(Linear(784, 32), ReLU(), Linear(32, 10), last())
+    job = net.to_job_dict(name="one-hot", data=data.fashion_mnist(), num_classes=10,
+                          sigma_v=0.05, batch_size=16, epochs=1)
+    assert job["layers"][-1] == {field: {}}
+    assert job["head"] == {"classification": {"numClasses": 10, "output": "ONE_HOT"}}
+    assert job["noise"] == {"sigmaV": 0.05}
+    spec = json_format.ParseDict(job, job_pb2.JobSpec())
+    assert spec.head.classification.output == job_pb2.Head.ONE_HOT
+    assert spec.layers[-1].WhichOneof("layer") == proto_field
+    # Without an output activation the head stays hierarchical softmax.
+    hsm = Sequential(Linear(784, 32), ReLU(), Linear(32, 11)).to_job_dict(
+        name="hsm", data=data.fashion_mnist(), num_classes=10, sigma_v=1, batch_size=16,
+        epochs=1)
+    assert hsm["head"] == {"classification": {"numClasses": 10}}
+
+
+def test_even_exp_gives_a_heteroscedastic_head_that_may_omit_the_noise():
+    net = Sequential(Linear(1, 32), ReLU(), Linear(32, 2), EvenExp())
+    job = net.to_job_dict(name="heteros", data=data.toy_cubic(), batch_size=10, epochs=1)
+    assert job["layers"][-1] == {"evenExp": {}}
+    assert job["head"] == {"regression": {"heteroscedastic": True}}
+    assert "noise" not in job
+    spec = json_format.ParseDict(job, job_pb2.JobSpec())
+    assert spec.head.regression.heteroscedastic and not spec.HasField("noise")
+    assert spec.layers[-1].WhichOneof("layer") == "even_exp"
+    given = net.to_job_dict(name="heteros", data=data.toy_cubic(), sigma_v=0.5, batch_size=10,
+                            epochs=1)
+    assert given["noise"] == {"sigmaV": 0.5}
+    # Two targets: four outputs, pairs per target.
+    two = Sequential(Linear(3, 8), ReLU(), Linear(8, 4), EvenExp()).to_job_dict(
+        name="two", data=data.csv("a.csv", "b.csv", target_columns=2), batch_size=4, epochs=1)
+    assert two["head"] == {"regression": {"heteroscedastic": True}}
+
+
+@pytest.mark.parametrize("net, kwargs, words", [
+    (Sequential(Linear(1, 4), EvenExp(), Linear(4, 2), EvenExp()), {},
+     r"layers\[1\]: EvenExp is an output activation; it may only be the network's last"),
+    (Sequential(Linear(4, 4), ResNetBlock(LayerBlock(Linear(4, 4), Remax())), Linear(4, 10),
+                Remax()), dict(num_classes=10, sigma_v=0.1),
+     r"layers\[1\]: Remax is an output activation"),
+    (Sequential(Linear(4, 11), Remax()), dict(num_classes=10, sigma_v=0.1),
+     r"layers\[1\] \(Remax\): one-hot classification over 10 classes needs 10 outputs.*"
+     r"gives 11"),
+    (Sequential(Linear(4, 8), ReLU(), Linear(8, 4), ClosedFormSoftmax()),
+     dict(num_classes=10, sigma_v=0.1), r"needs 10 outputs.*gives 4"),
+    (Sequential(Linear(4, 10), Remax()), dict(sigma_v=0.1), r"pass num_classes"),
+    (Sequential(Linear(4, 2), EvenExp()), dict(num_classes=2, sigma_v=0.1),
+     r"EvenExp is the heteroscedastic regression head's output"),
+    (Sequential(Linear(4, 2), ReLU(), EvenExp()), {}, r"must follow a layer with parameters"),
+    (Sequential(Linear(4, 3), EvenExp()), {}, r"\(EvenExp\): EvenExp takes \[mean, log-noise\] "
+     r"pairs.*gives 3, an odd number"),
+    (Sequential(Linear(4, 1)), {}, r"sigma_v: None; only a heteroscedastic"),
+    (Sequential(Linear(4, 2), EvenExp()), dict(sigma_v_decay=0.9), r"sigma_v_decay"),
+])
+def test_output_activations_that_do_not_fit_their_head_are_refused(net, kwargs, words):
+    job = dict(name="x", data=data.toy_cubic(), batch_size=4, epochs=1)
+    job.update(kwargs)
+    with pytest.raises(ValueError, match=words):
+        net.to_job_dict(**job)
+
+
+def test_shapes_refuse_even_exp_of_an_odd_width_naming_the_path():
+    assert shapes.infer_layer({"remax": {}}, (10, 1, 1)) == (10, 1, 1)
+    assert shapes.infer_layer({"closedFormSoftmax": {}}, (3, 1, 1)) == (3, 1, 1)
+    assert shapes.infer_layer({"evenExp": {}}, (4, 1, 1)) == (4, 1, 1)
+    with pytest.raises(shapes.ShapeError, match=r"^layers\[5\]: evenExp .* 3 units, an odd"):
+        shapes.infer_layer({"evenExp": {}}, (3, 1, 1), "layers[5]")
+    with pytest.raises(shapes.ShapeError, match=r"layers\[1\]: evenExp"):
+        shapes.infer_sequence([{"linear": {"inFeatures": 2, "outFeatures": 5}}, {"evenExp": {}}],
+                              (2, 1, 1))

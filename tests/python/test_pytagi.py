@@ -8,7 +8,9 @@ by to_pytagi, loads in pytagi with Sequential.load and gives our numpy
 predictions; a network trained a few steps in pytagi and saved, read by
 from_pytagi, gives pytagi's predictions here, is a model file tagi-train
 --eval scores as numpy does, and starts a job (init_from) whose first
-evaluation equals it. Conversions pytagi cannot express raise
+evaluation equals it. The output heads' activations (Remax, ClosedFormSoftmax,
+EvenExp at the end of an MLP) forward here as in pytagi, both directions,
+and give their heads. Conversions pytagi cannot express raise
 NotImplementedError. pytagi runs in a subprocess (pytagi_run.py, which also
 defines the networks for both libraries), from this Python or from
 bench/pytagi_wheel.sh's directory (TAGI_PYTAGI_DIR, default <source>/.whl);
@@ -202,3 +204,62 @@ def test_a_file_of_another_network_or_damaged_is_refused(tmp_path):
         f.write(whole + b"\0" * 4)
     with pytest.raises(ValueError, match="bytes after the last layer"):
         from_pytagi(save, network("cnn", nn), num_classes=10)
+
+
+# The output heads (docs/heads.md). Remax and ClosedFormSoftmax compute a
+# unit's log-variance as a difference of terms as large as the
+# pre-activation variance (here up to ~15), so in float32 a small
+# variance carries an absolute error of order 1e-6 in var / mu^2 (= exp of
+# the log-variance, minus 1): measured up to 6e-7 where var / mu^2 was 5e-4,
+# i.e. 0.1 % of that variance. They are compared as var / mu^2 with atol 1e-5
+# (and rtol 1e-4 where it is large, as EvenExp's noise units). The means
+# agreed to 4e-6 relative. Wrong formulas are of order 1: EvenExp's variance
+# computed from its already-exponentiated mean came out 1e11 times too large.
+HEADS = {"remax": {"classification": {"numClasses": 10, "output": "ONE_HOT"}},
+         "cfsoftmax": {"classification": {"numClasses": 10, "output": "ONE_HOT"}},
+         "evenexp": {"regression": {"heteroscedastic": True}}}
+RATIO_TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def assert_head_outputs_close(name, mu, var, ref_mu, ref_var):
+    np.testing.assert_allclose(mu, ref_mu, **MU_TOL)
+    units = slice(1, None, 2) if name == "evenexp" else slice(None)
+    np.testing.assert_allclose(var[:, units] / mu[:, units] ** 2,
+                               ref_var[:, units] / ref_mu[:, units] ** 2, **RATIO_TOL)
+    if name == "evenexp":  # the mean units: a Linear's output, passed through
+        np.testing.assert_allclose(var[:, 0::2], ref_var[:, 0::2], **VAR_TOL)
+
+
+@pytest.mark.parametrize("name", sorted(HEADS))
+def test_output_head_activations_forward_as_in_pytagi_both_ways(tmp_path, name):
+    env = pytagi_env()
+    tmp = str(tmp_path)
+    x = np.random.default_rng(5).normal(size=(40, 8)).astype(np.float32)
+    save = os.path.join(tmp, f"{name}.pytagi")
+    mu, var = run_pytagi(env, "make", name, save, x, tmp)
+    num_classes = 10 if "classification" in HEADS[name] else None
+    model = decode_model(from_pytagi(save, network(name, nn), num_classes=num_classes))
+    assert model.head == HEADS[name]
+    assert [lp.kind for lp in model.planned][-1] == {"remax": "remax", "cfsoftmax":
+                                                     "closedFormSoftmax"}.get(name, "evenExp")
+    our_mu, our_var = model.forward(x)
+    print(f"{name}: means differ by at most {np.max(np.abs(our_mu - mu) / np.abs(mu)):.2e} "
+          f"relative, variances by {np.max(np.abs(our_var - var) / var):.2e}")
+    assert_head_outputs_close(name, our_mu, our_var, mu, var)
+    if name == "remax":  # renormalised: the means are the class probabilities
+        np.testing.assert_allclose(our_mu.sum(axis=1), 1.0, rtol=1e-9)
+    if num_classes:
+        probs = model.class_probabilities(x)
+        np.testing.assert_allclose(probs, our_mu / our_mu.sum(axis=1, keepdims=True), rtol=1e-12)
+        assert np.all(model.predict_classes(x) == np.argmax(mu, axis=1))
+    else:  # no standardisation stored: the output pair is the prediction
+        p_mu, p_var = model.predict(x)
+        np.testing.assert_allclose(p_mu[:, 0], our_mu[:, 0], rtol=1e-12)
+        np.testing.assert_allclose(p_var[:, 0], our_var[:, 0] + our_mu[:, 1], rtol=1e-12)
+    # and back: our file in pytagi's format loads there and gives pytagi's outputs
+    back = os.path.join(tmp, f"{name}.back.pytagi")
+    to_pytagi(model, back)
+    with open(back, "rb") as f, open(save, "rb") as g:
+        assert f.read() == g.read()
+    loaded_mu, loaded_var = run_pytagi(env, "load", name, back, x, tmp)
+    assert_head_outputs_close(name, our_mu, our_var, loaded_mu, loaded_var)

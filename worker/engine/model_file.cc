@@ -60,8 +60,10 @@ absl::Status CheckStatistics(const std::vector<float>& mean, const std::vector<f
 
 absl::Status CheckPreprocessing(const Preprocessing& p, const Architecture& arch) {
   TAGI_RETURN_IF_ERROR(CheckStatistics(p.input_mean, p.input_std, arch.input_width(), "input"));
+  // A heteroscedastic head has two outputs (mean, noise) per target.
   const bool regression = arch.head.kind == HeadKind::kRegression;
-  return CheckStatistics(p.target_mean, p.target_std, regression ? arch.output_width() : 0,
+  return CheckStatistics(p.target_mean, p.target_std,
+                         regression ? arch.output_width() / arch.head.units_per_target() : 0,
                          "target");
 }
 
