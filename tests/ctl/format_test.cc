@@ -46,6 +46,10 @@ void AddEpoch(tagi::v1::Job& job, double test_accuracy, double test_rmse) {
   e->set_test_log_likelihood(-0.5);
   e->set_sigma_v(1.0f);
   e->set_seconds(2.5);
+  e->set_test_ece(0.0312);
+  e->set_test_brier(0.2109);
+  e->set_test_coverage_68(0.672);
+  e->set_test_coverage_95(0.951);
 }
 
 // Epoch 2 of 3 under way, 61 of 100 steps, one epoch finished.
@@ -134,6 +138,7 @@ TEST(LatestMetric, RegressionShowsTheLastEpochsTestRmse) {
   AddEpoch(job, 0.0, 4.5);
   AddEpoch(job, 0.0, 3.21);
   EXPECT_EQ(LatestMetric(job), "test RMSE 3.2100");
+  EXPECT_THAT(JobDetails(job), HasSubstr("test RMSE 3.2100  cover68 67.2%  cover95 95.1%"));
 }
 
 TEST(JobTable, HasAHeaderAndOneRowPerJob) {
@@ -167,6 +172,7 @@ TEST(JobDetails, ShowsEveryEpochAndTheModelChecksum) {
   EXPECT_THAT(text, HasSubstr("step 61/100"));
   EXPECT_THAT(text, HasSubstr("test acc 85.34%"));
   EXPECT_THAT(text, HasSubstr("test acc 86.12%"));
+  EXPECT_THAT(text, HasSubstr("ECE 0.0312  Brier 0.2109"));
   int epoch_lines = 0;
   for (const std::string& line : Lines(text)) epoch_lines += line.rfind("epoch ", 0) == 0;
   EXPECT_EQ(epoch_lines, 2);

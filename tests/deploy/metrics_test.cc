@@ -178,10 +178,17 @@ TEST(WorkerMetrics, RecordsStepsAndEpochsUnderTheJobsLabels) {
   epoch.train_accuracy = 0.8;
   epoch.test.accuracy = 0.85;
   epoch.test.log_likelihood = -0.48;
+  epoch.test.nll = 0.48;
+  epoch.test.ece = 0.03;
+  epoch.test.brier = 0.21;
   epoch.sigma_v = 1.0f;
   metrics.RecordEpoch(epoch);
 
   const std::string s = metrics.Scrape();
+  EXPECT_EQ(Value(s, "tagi_worker_test_ece" + labels), 0.03);
+  EXPECT_EQ(Value(s, "tagi_worker_test_brier" + labels), 0.21);
+  EXPECT_EQ(Value(s, "tagi_worker_test_nll" + labels), 0.48);
+  EXPECT_FALSE(Value(s, "tagi_worker_test_coverage_95" + labels).has_value());  // regression only
   EXPECT_EQ(Value(s, "tagi_worker_steps_total" + labels), 2);
   EXPECT_EQ(Value(s, "tagi_worker_allreduce_bytes_total" + labels), 2000);
   EXPECT_EQ(Value(s, "tagi_worker_samples_per_second" + labels), 600);
@@ -194,6 +201,23 @@ TEST(WorkerMetrics, RecordsStepsAndEpochsUnderTheJobsLabels) {
   EXPECT_EQ(Value(s, "tagi_worker_test_log_likelihood" + labels), -0.48);
   EXPECT_EQ(Value(s, "tagi_worker_sigma_v" + labels), 1);
   EXPECT_FALSE(Value(s, "tagi_worker_test_rmse" + labels).has_value());  // classification
+}
+
+TEST(WorkerMetrics, RegressionEpochsExportIntervalCoverage) {
+  WorkerMetrics metrics;
+  metrics.StartJob("job-8", 0, "w-1", /*classification=*/false);
+  const std::string labels = R"({job="job-8",rank="0",worker="w-1"})";
+  EpochMetrics epoch;
+  epoch.test.rmse = 0.4;
+  epoch.test.coverage_68 = 0.66;
+  epoch.test.coverage_95 = 0.94;
+  epoch.test.mean_std = 0.38;
+  metrics.RecordEpoch(epoch);
+  const std::string s = metrics.Scrape();
+  EXPECT_EQ(Value(s, "tagi_worker_test_coverage_68" + labels), 0.66);
+  EXPECT_EQ(Value(s, "tagi_worker_test_coverage_95" + labels), 0.94);
+  EXPECT_EQ(Value(s, "tagi_worker_test_predictive_std" + labels), 0.38);
+  EXPECT_FALSE(Value(s, "tagi_worker_test_ece" + labels).has_value());  // classification only
 }
 
 TEST(WorkerMetrics, NextJobReplacesThePreviousJobsSeries) {
