@@ -249,6 +249,13 @@ Diff MaxPlainRelativeDiff(const std::vector<float>& a, const std::vector<float>&
   return d;
 }
 
+// The test split's metrics into `out` (a failure is the test's).
+void EvaluateInto(Trainer& trainer, EvalMetrics& out) {
+  auto m = trainer.Evaluate();
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (m.ok()) out = *m;
+}
+
 // `eval`, when given, receives the test split's metrics after the steps.
 std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data, size_t steps,
                                EvalMetrics* eval = nullptr) {
@@ -261,11 +268,7 @@ std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data
     const absl::Status st = trainer.Step(0, s);
     EXPECT_TRUE(st.ok()) << "step " << s << ": " << st;
   }
-  if (eval != nullptr) {
-    auto m = trainer.Evaluate();
-    EXPECT_TRUE(m.ok()) << m.status();
-    if (m.ok()) *eval = *m;
-  }
+  if (eval != nullptr) EvaluateInto(trainer, *eval);
   return Params(engine.model());
 }
 
@@ -314,11 +317,7 @@ void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::Lo
     run.steps.push_back(trainer.Step(0, s));
     if (!run.steps.back().ok()) break;
   }
-  if (evaluate) {
-    auto m = trainer.Evaluate();
-    EXPECT_TRUE(m.ok()) << m.status();
-    if (m.ok()) run.eval = *m;
-  }
+  if (evaluate) EvaluateInto(trainer, run.eval);
   run.params = Params(engine.model());
   const auto state = engine.model().state();
   run.state.assign(state.begin(), state.end());

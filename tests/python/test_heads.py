@@ -12,31 +12,18 @@ deviation; and, end to end, the trained model is calibrated (its 95 %
 intervals cover 85..99 % of the test targets) with a noise that follows the
 input's.
 """
-import json
-import os
-import subprocess
 
 import numpy as np
 import pytest
 
 from cluster import make_idx_data, tagi_train_eval
 from conftest import bin_dir
+from test_model import train
 from tagi_ddp import data, load_model
 from tagi_ddp.nn import ClosedFormSoftmax, EvenExp, Linear, ReLU, Remax, Sequential
 
 Z68, Z95 = 0.99445788320975, 1.95996398454005  # worker/trainer.h
 BINS = 15  # worker/trainer.h kCalibrationBins
-
-
-def train(tmp, name, spec):
-    job_path = os.path.join(tmp, name + ".json")
-    with open(job_path, "w", encoding="utf-8") as f:
-        json.dump(spec, f)
-    model_path = os.path.join(tmp, name + ".tagi")
-    r = subprocess.run([os.path.join(bin_dir(), "tagi-train"), job_path, "--out", model_path,
-                        "--progress=false"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return job_path, model_path
 
 
 def classification_scores(probs, labels):

@@ -88,6 +88,16 @@ class CudaLinear final : public CudaLayer {
   size_t out_;
 };
 
+// Backward of a layer that writes a jcb: the innovations of its n output
+// units times jcb (means) and jcb^2 (variances), when the input takes any.
+absl::Status JcbBackward(const CudaContext& ctx, const CudaLayerIo& io, size_t n) {
+  if (io.delta_in.mu == nullptr) return absl::OkStatus();
+  TAGI_CUDA_RETURN_IF_ERROR(kernels::ActivationBackward(io.out_jcb, io.delta_out.mu,
+                                                        io.delta_out.var, n, io.delta_in.mu,
+                                                        io.delta_in.var, ctx.stream));
+  return absl::OkStatus();
+}
+
 // Elementwise: moments and jcb forward, jcb (jcb^2) on the innovations back.
 class CudaActivation final : public CudaLayer {
  public:
@@ -102,11 +112,7 @@ class CudaActivation final : public CudaLayer {
   }
 
   absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    if (io.delta_in.mu == nullptr) return absl::OkStatus();
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::ActivationBackward(
-        io.out_jcb, io.delta_out.mu, io.delta_out.var, io.batch * width_, io.delta_in.mu,
-        io.delta_in.var, ctx.stream));
-    return absl::OkStatus();
+    return JcbBackward(ctx, io, io.batch * width_);
   }
 
  private:
@@ -136,11 +142,7 @@ class CudaHeadActivation final : public CudaLayer {
   }
 
   absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    if (io.delta_in.mu == nullptr) return absl::OkStatus();
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::ActivationBackward(
-        io.out_jcb, io.delta_out.mu, io.delta_out.var, io.batch * width_, io.delta_in.mu,
-        io.delta_in.var, ctx.stream));
-    return absl::OkStatus();
+    return JcbBackward(ctx, io, io.batch * width_);
   }
 
  private:
