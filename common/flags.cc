@@ -4,10 +4,25 @@
 #include <cstring>
 
 #include "absl/flags/parse.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 
 namespace tagi {
 
+namespace {
+
+// --help lists the flags defined in this project's files: absl's default
+// lists only those of a file named like the program (tagi-train.cc), which
+// none of ours is, and printed "No flags matched." for every binary.
+bool IsProjectFlagFile(absl::string_view file) { return !absl::StrContains(file, "absl/"); }
+
+}  // namespace
+
 std::vector<char*> ParseFlags(int argc, char** argv) {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = IsProjectFlagFile;
+  config.contains_helpshort_flags = IsProjectFlagFile;
+  absl::SetFlagsUsageConfig(config);
   for (int i = 1; i < argc; ++i) {
     char* arg = argv[i];
     if (std::strcmp(arg, "--") == 0) break;

@@ -422,6 +422,25 @@ TEST(TagiTrain, EvalRefusesCorruptAndMismatchedModels) {
   ExpectCleanFailure(Train({"--eval", model, other}), 1, "architecture mismatch");
 }
 
+// Every binary's --help lists its own flags (absl's default filter matched
+// none of ours and printed "No flags matched.").
+TEST(Binaries, HelpListsTheProgramsOwnFlags) {
+  const struct {
+    const char* binary;
+    const char* flag;
+  } cases[] = {{"tagi-train", "--epochs"},
+               {"tagi-coordinator", "--world"},
+               {"tagi-worker", "--coord"},
+               {"tagictl", "--coord"}};
+  for (const auto& c : cases) {
+    const ProcessResult r =
+        RunProcess({std::string(TAGI_BIN_DIR) + "/" + c.binary, "--help"}, absl::Seconds(30));
+    const std::string text = r.out + r.err;
+    EXPECT_THAT(text, HasSubstr(std::string(c.flag) + " (")) << c.binary;
+    EXPECT_THAT(text, ::testing::Not(HasSubstr("No flags matched"))) << c.binary;
+  }
+}
+
 TEST(TagiTrain, UsageErrorsExitWithTwo) {
   ExpectCleanFailure(Train({}), 2, "expected exactly one job file");
   ExpectCleanFailure(Train({"a.json", "b.json"}), 2, "expected exactly one job file");
