@@ -1,5 +1,7 @@
 #include "common/progress_bar.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -54,6 +56,10 @@ void ProgressPrinter::Finish() {
   drawn_ = false;
   last_len_ = 0;
   last_ = absl::InfinitePast();
+}
+
+std::string Counted(int64_t n, const std::string& noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
 
 }  // namespace tagi

@@ -7,6 +7,7 @@
 #define TAGI_COMMON_PROGRESS_BAR_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -21,6 +22,10 @@ std::string RenderProgressBar(const std::string& label, size_t done, size_t tota
 
 // "20.1k", "1.23M": compact rates for bars and logs.
 std::string HumanCount(double value);
+
+// "1 worker", "3 workers", "0 workers": a count and its noun in the right
+// number (the plural adds an s).
+std::string Counted(int64_t n, const std::string& noun);
 
 class ProgressPrinter {
  public:

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/progress_bar.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -610,8 +611,8 @@ void Coordinator::MaybeSucceedLocked(JobRecord& r) {
     return;
   }
   EndJobLocked(r, tagi::v1::SUCCEEDED,
-               absl::StrFormat("trained %d epochs on %d workers", r.job.spec().epochs(),
-                               r.job.world_size()));
+               absl::StrCat("trained ", Counted(r.job.spec().epochs(), "epoch"), " on ",
+                            Counted(r.job.world_size(), "worker")));
 }
 
 void Coordinator::Tick() {

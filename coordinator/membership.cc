@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
+#include "common/progress_bar.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/job_spec.h"
@@ -41,7 +42,7 @@ std::string WaitingReason(int world, bool gpu, int min_world) {
     return absl::StrFormat("waiting for %d to %d idle %sworkers", min_world, world,
                            gpu ? "cuda " : "");
   }
-  return absl::StrFormat("waiting for %d idle %sworkers", world, gpu ? "cuda " : "");
+  return absl::StrCat("waiting for ", Counted(world, gpu ? "idle cuda worker" : "idle worker"));
 }
 
 namespace {
@@ -149,10 +150,12 @@ std::vector<Placement> DecidePlacements(absl::Time now,
     const std::string bounds =
         elastic ? absl::StrFormat(" (elastic %d-%d)", job.min_world, job.world) : "";
     p.reason = job.previous.empty()
-                   ? absl::StrFormat("%d idle %sworkers for world %d%s: ranks %s", available,
-                                     kind, need, bounds, RankList(p.workers))
-                   : absl::StrFormat("resumed on %d %sworkers%s (%d kept their ranks): ranks %s",
-                                     need, kind, bounds, kept, RankList(p.workers));
+                   ? absl::StrFormat("placed on %s%s: ranks %s",
+                                     Counted(need, absl::StrCat(kind, "worker")), bounds,
+                                     RankList(p.workers))
+                   : absl::StrFormat("resumed on %s%s (%d kept their ranks): ranks %s",
+                                     Counted(need, absl::StrCat(kind, "worker")), bounds, kept,
+                                     RankList(p.workers));
     out.push_back(std::move(p));
   }
   return out;

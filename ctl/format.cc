@@ -152,8 +152,9 @@ std::string JobDetails(const tagi::v1::Job& j) {
     for (const auto& w : j.worlds()) {
       absl::StrAppend(&worlds, worlds.empty() ? "" : ",", w.from_step(), ":", w.world());
     }
-    absl::StrAppendFormat(&out, "elastic    %d-%d ranks, grew %d times, worlds %s\n",
-                          j.min_world_size(), j.max_world_size(), j.resizes(),
+    absl::StrAppendFormat(&out, "elastic    %d-%d ranks, grew %s, worlds %s\n",
+                          j.min_world_size(), j.max_world_size(),
+                          j.resizes() == 1 ? "once" : Counted(j.resizes(), "time"),
                           worlds.empty() ? "-" : worlds);
   }
   if (p.total_steps() > 0) {

@@ -193,3 +193,15 @@ TEST_F(ProgressPrinterTest, NextLineAfterFinishDrawsAtOnceWithoutPadding) {
 
 }  // namespace
 }  // namespace tagi
+
+namespace tagi {
+namespace {
+
+TEST(Counted, PutsTheNounInTheNumberOfTheCount) {
+  EXPECT_EQ(Counted(1, "worker"), "1 worker");
+  EXPECT_EQ(Counted(2, "idle worker"), "2 idle workers");
+  EXPECT_EQ(Counted(0, "epoch"), "0 epochs");
+}
+
+}  // namespace
+}  // namespace tagi

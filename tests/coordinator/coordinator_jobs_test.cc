@@ -78,7 +78,7 @@ TEST_F(CoordinatorTest, CudaJobWaitsForACudaWorkerWhileCpuJobsRunOnCpuWorkers) {
   auto gpu_job = coord().Submit(spec);
   ASSERT_TRUE(gpu_job.ok()) << gpu_job.status();
   EXPECT_EQ(State(gpu_job->id()), tagi::v1::PENDING);
-  EXPECT_THAT(GetJob(gpu_job->id()).reason(), HasSubstr("waiting for 1 idle cuda workers"));
+  EXPECT_THAT(GetJob(gpu_job->id()).reason(), ::testing::Eq("waiting for 1 idle cuda worker"));
   for (const std::string& w : cpu) EXPECT_EQ(Worker(w).state(), "IDLE");
   // A younger CPU job starts on the CPU workers meanwhile.
   const std::string cpu_job = Submit(2);
@@ -88,7 +88,7 @@ TEST_F(CoordinatorTest, CudaJobWaitsForACudaWorkerWhileCpuJobsRunOnCpuWorkers) {
   const std::string gpu = Register("gpu-host", "cuda:0");
   EXPECT_EQ(State(gpu_job->id()), tagi::v1::RUNNING);
   EXPECT_THAT(GetJob(gpu_job->id()).workers(), ElementsAre(gpu));
-  EXPECT_THAT(GetJob(gpu_job->id()).reason(), HasSubstr("cuda workers for world 1"));
+  EXPECT_THAT(GetJob(gpu_job->id()).reason(), HasSubstr("placed on 1 cuda worker: ranks w-3"));
   EXPECT_EQ(AssignmentOf(gpu).job_id(), gpu_job->id());
   EXPECT_EQ(Worker(gpu).device(), "cuda:0");
 }

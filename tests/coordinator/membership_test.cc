@@ -159,7 +159,7 @@ TEST(DecidePlacements, GpuJobTakesGpuWorkersEvenWhenCpuWorkersHaveLowerIds) {
   const auto placed = DecidePlacements(kNow, {GpuJob("job-1", 2)}, MixedWorkers(), Options());
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_THAT(placed[0].workers, ElementsAre("w-3", "w-4"));
-  EXPECT_THAT(placed[0].reason, HasSubstr("2 idle cuda workers for world 2"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("placed on 2 cuda workers: ranks"));
 }
 
 TEST(DecidePlacements, CpuJobPrefersCpuWorkersAndSpillsOntoGpuWorkersOnlyWhenShort) {
@@ -245,7 +245,7 @@ TEST(DecidePlacementsElastic, WithFewerThanItsMaximumItStartsOnlyAfterTheSettleT
   const auto placed = DecidePlacements(since + o.elastic_settle, queue, IdleWorkers(2), o);
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_THAT(placed[0].workers, ElementsAre("w-1", "w-2"));
-  EXPECT_THAT(placed[0].reason, HasSubstr("world 2 (elastic 1-3)"));
+  EXPECT_THAT(placed[0].reason, HasSubstr("placed on 2 workers (elastic 1-3)"));
   // Long after, the same.
   EXPECT_EQ(DecidePlacements(kNow, queue, IdleWorkers(2), o).size(), 1u);
 }
@@ -417,7 +417,7 @@ TEST(DecideGrowth, TheReasonNamesEveryJoiningWorker) {
 
 TEST(WaitingReason, NamesTheDeviceKind) {
   EXPECT_EQ(WaitingReason(2, false), "waiting for 2 idle workers");
-  EXPECT_EQ(WaitingReason(1, true), "waiting for 1 idle cuda workers");
+  EXPECT_EQ(WaitingReason(1, true), "waiting for 1 idle cuda worker");
   EXPECT_EQ(WaitingReason(3, false, 1), "waiting for 1 to 3 idle workers");
   EXPECT_EQ(WaitingReason(3, true, 2), "waiting for 2 to 3 idle cuda workers");
   EXPECT_EQ(WaitingReason(3, false, 3), "waiting for 3 idle workers");  // min == max

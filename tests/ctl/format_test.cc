@@ -100,7 +100,7 @@ TEST(WatchLine, RunningJobShowsEpochBarPercentRateEtaAndMetric) {
 TEST(WatchLine, RunningJobBeforeItsFirstStepShowsTheReason) {
   tagi::v1::Job job = Classifier("job-5");
   job.set_state(tagi::v1::RUNNING);
-  job.set_reason("2 idle workers for world 2: ranks w-1, w-2");
+  job.set_reason("placed on 2 workers: ranks w-1, w-2");
   EXPECT_THAT(WatchLine(job), AllOf(HasSubstr("RUNNING"), HasSubstr("ranks w-1, w-2")));
 }
 
@@ -144,7 +144,7 @@ TEST(LatestMetric, RegressionShowsTheLastEpochsTestRmse) {
 TEST(JobTable, HasAHeaderAndOneRowPerJob) {
   tagi::v1::Job pending = Regressor("job-4");
   pending.set_state(tagi::v1::PENDING);
-  pending.set_reason("waiting for 1 idle workers");
+  pending.set_reason("waiting for 1 idle worker");
   const std::string table = JobTable({Running(), pending});
   const std::vector<std::string> lines = Lines(table);
   ASSERT_EQ(lines.size(), 3u);
@@ -155,7 +155,7 @@ TEST(JobTable, HasAHeaderAndOneRowPerJob) {
   EXPECT_THAT(lines[1], AllOf(HasSubstr("fmnist-fnn"), HasSubstr("RUNNING"), HasSubstr("61%"),
                               HasSubstr("test accuracy 85.34%")));
   EXPECT_THAT(lines[2], StartsWith("job-4"));
-  EXPECT_THAT(lines[2], AllOf(HasSubstr("PENDING"), HasSubstr("waiting for 1 idle workers")));
+  EXPECT_THAT(lines[2], AllOf(HasSubstr("PENDING"), HasSubstr("waiting for 1 idle worker")));
   EXPECT_EQ(Lines(JobTable({})).size(), 1u);
 }
 
