@@ -1,10 +1,9 @@
 #include "common/progress_bar.h"
 
-#include "absl/strings/str_cat.h"
-
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace tagi {
@@ -28,8 +27,11 @@ std::string RenderProgressBar(const std::string& label, size_t done, size_t tota
     bar += '>';
     bar.append(static_cast<size_t>(bar_width - filled - 1), ' ');
   }
+  // Before the first step there is no rate to go by: an ETA of 0 then
+  // (what a job reports until it has one) means "unknown", not "done".
+  const bool measured = clamped >= total || (done > 0 && samples_per_second > 0.0);
   std::string eta_text = "?";
-  if (eta != absl::InfiniteDuration() && eta >= absl::ZeroDuration()) {
+  if (measured && eta != absl::InfiniteDuration() && eta >= absl::ZeroDuration()) {
     eta_text = absl::StrFormat("%.1fs", absl::ToDoubleSeconds(eta));
   }
   return absl::StrFormat("%s [%s] %3d%% %d/%d  %s samples/s  ETA %s", label, bar,

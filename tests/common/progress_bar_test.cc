@@ -36,6 +36,13 @@ TEST(RenderProgressBar, EmptyAtTheStart) {
   EXPECT_THAT(line, AllOf(HasSubstr("   0%"), HasSubstr(" 0/100 "), HasSubstr("ETA ?")));
 }
 
+TEST(RenderProgressBar, NoEtaBeforeTheFirstStepHasARate) {
+  // A job reports ETA 0 until its first step; that is not "done in 0 s".
+  EXPECT_THAT(RenderProgressBar("x", 0, 100, 0.0, absl::ZeroDuration()), EndsWith("ETA ?"));
+  EXPECT_THAT(RenderProgressBar("x", 10, 100, 0.0, absl::ZeroDuration()), EndsWith("ETA ?"));
+  EXPECT_THAT(RenderProgressBar("x", 10, 100, 5.0, absl::Seconds(18)), EndsWith("ETA 18.0s"));
+}
+
 TEST(RenderProgressBar, HalfFilledHalfWay) {
   const std::string line =
       RenderProgressBar("epoch 2/3", 50, 100, 20100.0, absl::Milliseconds(1400), 10);
