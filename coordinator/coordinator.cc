@@ -570,6 +570,7 @@ void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {
   if (it == workers_.end()) return;
   it->second.job_id.clear();
   it->second.info.set_job_id("");
+  it->second.info.clear_rank();  // an idle worker holds no rank (REST showed the last one)
   it->second.info.set_state(it->second.gone ? "GONE" : "IDLE");
   ++epoch_;
 }

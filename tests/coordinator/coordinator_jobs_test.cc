@@ -153,6 +153,25 @@ TEST_F(CoordinatorTest, RegisterAssignsSequentialWorkerIds) {
   EXPECT_EQ(Register(), "w-4");
 }
 
+// A finished job's workers are idle and hold neither its id nor a rank
+// (REST showed the last job's rank on idle workers).
+TEST_F(CoordinatorTest, WorkersReleasedByAFinishedJobHoldNoRank) {
+  Start(2);
+  const std::vector<std::string> workers = RegisterN(2);
+  const std::string job = Submit(2);
+  ASSERT_EQ(State(job), tagi::v1::RUNNING);
+  EXPECT_EQ(Worker(workers[1]).rank(), 1u);
+  EXPECT_EQ(Worker(workers[1]).job_id(), job);
+  Complete(job);
+  ASSERT_EQ(State(job), tagi::v1::SUCCEEDED);
+  for (const std::string& w : workers) {
+    EXPECT_EQ(Worker(w).state(), "IDLE");
+    EXPECT_EQ(Worker(w).job_id(), "");
+    EXPECT_EQ(Worker(w).rank(), 0u);
+  }
+  EXPECT_THAT(GetJob(job).reason(), HasSubstr("epochs on 2 workers"));
+}
+
 TEST_F(CoordinatorTest, RendezvousAssignsRanksOnceEnoughWorkersRegistered) {
   Start(2);
   const tagi::v1::JobSpec spec = Spec(2);
