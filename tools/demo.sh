@@ -2,7 +2,8 @@
 # The cluster demo: a coordinator and two CPU workers on loopback (ports
 # chosen by the OS), the Fashion-MNIST example job with world 2, its
 # progress, final accuracy, the downloaded model evaluated by tagi-train.
-# Every process started here is stopped on exit, Ctrl-C included.
+# Every process started here is stopped on exit, Ctrl-C included. The logs
+# are removed after a successful run and kept (and named) after a failure.
 set -euo pipefail
 BIN=${BIN:-build/bin}
 JOB=${JOB:-examples/fmnist_fnn.json}
@@ -10,12 +11,17 @@ WORK=$(mktemp -d /tmp/tagi-demo.XXXXXX)
 PIDS=()
 
 cleanup() {
+  local status=$?
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
   done
-  rm -rf "$WORK"
+  if [ "$status" -eq 0 ]; then
+    rm -rf "$WORK"
+  else
+    echo "demo: failed (exit $status); the logs are kept in $WORK" >&2
+  fi
 }
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
