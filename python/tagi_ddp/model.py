@@ -427,7 +427,7 @@ def _closed_form_softmax(lp, mu, var):
     var_e = np.exp(2.0 * m + v) * np.expm1(v)
     mu_s = mu_e.sum(axis=1, keepdims=True)
     ml_s, vl_s = _log_normal(mu_s, var_e.sum(axis=1, keepdims=True))
-    c = np.log1p(var_e / (mu_s * mu_e))
+    c = np.log1p(mu_e * np.expm1(v) / mu_s)  # = var_e / (mu_s mu_e), finite where mu_e underflows
     ml_a = m - ml_s
     vl_a = v + vl_s - 2.0 * c
     mu_a = np.exp(ml_a + 0.5 * vl_a)

@@ -144,6 +144,23 @@ TEST(ClosedFormSoftmax, LargeMeansStayFiniteAndMatchTheUnshiftedReference) {
   }
 }
 
+TEST(ClosedFormSoftmax, AUnitFarBelowTheLargestVanishesInsteadOfTurningNan) {
+  // exp(-150) underflows a float to 0; var_E / (mu_S mu_E) was then 0 / 0,
+  // and one NaN output spread to every parameter in the next step (seen
+  // training the MNIST CNN at sigma_v 0.05).
+  const std::vector<float> mz = {0.0f, -150.0f, -2.0f};
+  const std::vector<float> vz = {0.3f, 0.4f, 0.2f};
+  std::vector<float> mu(3), var(3), jcb(3);
+  heads::ClosedFormSoftmaxRow(mz.data(), vz.data(), 3, mu.data(), var.data(), jcb.data());
+  const NaiveMoments want = NaiveClosedFormSoftmax(D(mz), D(vz));
+  for (size_t j = 0; j < 3; ++j) {
+    ASSERT_TRUE(std::isfinite(mu[j]) && std::isfinite(var[j]) && std::isfinite(jcb[j])) << j;
+    EXPECT_NEAR(mu[j], want.mu[j], 1e-6) << j;
+    EXPECT_NEAR(jcb[j], want.jcb[j], 1e-6) << j;
+  }
+  EXPECT_EQ(mu[1], 0.0f);
+}
+
 TEST(ClosedFormSoftmax, MeansAreNotRenormalised) {
   // The reference's quirk (TAGI_CNN.md Q12), kept: the means need not sum to 1.
   const std::vector<float> mz = {0.0f, 2.0f};

@@ -112,9 +112,11 @@ TAGI_HOST_DEVICE void ClosedFormSoftmaxRow(const float* mu_z, const float* var_z
   for (size_t j = 0; j < k; ++j) {
     const float m = mu_z[j] - shift;
     const float v = var_z[j];
+    // var_E / mu_E = mu_E (exp(v) - 1): written so, a unit far below the
+    // largest (mu_E underflowing to 0) gives c = 0, not 0 / 0 (NaN, which
+    // then spread to every parameter in one step).
     const float mu_e = expf(m + 0.5f * v);
-    const float var_e = expf(2.0f * m + v) * expm1f(v);
-    const float c = log1pf(var_e / (mu_s * mu_e));
+    const float c = log1pf(mu_e * expm1f(v) / mu_s);
     const float ml_a = m - ml_s;
     const float vl_a = v + vl_s - 2.0f * c;
     const float mu = expf(ml_a + 0.5f * vl_a);
