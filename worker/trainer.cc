@@ -307,7 +307,8 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate() {
 }
 
 engine::Preprocessing Trainer::preprocessing() const {
-  return {data_.input.mean, data_.input.stddev, data_.target.mean, data_.target.stddev};
+  return {data_.input.mean, data_.input.stddev, data_.target.mean, data_.target.stddev,
+          data_.data.train.class_names};
 }
 
 }  // namespace tagi
