@@ -231,8 +231,10 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& 
   TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
   std::vector<float> state(model->num_state());
   TAGI_RETURN_IF_ERROR(model->ReadState(state));
+  // The data set's fingerprint: what the workers of a job compare.
   return Finish(opt, spec, arch, trainer.preprocessing(), parameters, state, last.test,
-                total_seconds, total_samples, "");
+                total_seconds, total_samples,
+                absl::StrFormat(",\"data_fingerprint\":\"%s\"", FingerprintHex(d.fingerprint)));
 }
 
 int Run(const Options& opt, Clock& clock) {

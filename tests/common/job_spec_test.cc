@@ -527,3 +527,60 @@ TEST(JobSpec, ReportsEveryProblemInOneMessage) {
 
 }  // namespace
 }  // namespace tagi
+
+namespace tagi {
+namespace {
+
+TEST(JobSpec, NewDataKindsValidateWithTheirFields) {
+  JobSpec numpy = ValidSpec();
+  numpy.mutable_data()->Clear();
+  numpy.mutable_data()->set_kind(DataSpec::NUMPY);
+  numpy.mutable_data()->set_npz("/data/d.npz");
+  EXPECT_TRUE(ValidateJobSpec(numpy).ok()) << ValidateJobSpec(numpy);  // the npz may hold a test set
+  numpy.mutable_data()->set_train_x_npy("x.npy");
+  EXPECT_THAT(Problems(numpy), HasSubstr("give either npz or the .npy paths"));
+  numpy.mutable_data()->clear_npz();
+  EXPECT_THAT(Problems(numpy), AllOf(HasSubstr("data.train_x_npy / data.train_y_npy: missing"),
+                                     HasSubstr("names no test set")));
+  numpy.mutable_data()->set_train_y_npy("y.npy");
+  numpy.mutable_data()->set_holdout_fraction(1.0f);
+  EXPECT_THAT(Problems(numpy), HasSubstr("holdout_fraction: 1; expected a fraction in (0, 1)"));
+  numpy.mutable_data()->set_holdout_fraction(0.1f);
+  EXPECT_TRUE(ValidateJobSpec(numpy).ok()) << ValidateJobSpec(numpy);
+  numpy.mutable_head()->mutable_regression();
+  numpy.mutable_layers(2)->set_out_features(1);
+  EXPECT_TRUE(ValidateJobSpec(numpy).ok()) << ValidateJobSpec(numpy);  // NUMPY may regress
+
+  JobSpec images = ValidSpec();
+  images.mutable_data()->Clear();
+  images.mutable_data()->set_kind(DataSpec::IMAGE_FOLDER);
+  images.mutable_data()->set_train_dir("/data/pets");
+  images.mutable_data()->set_holdout_fraction(0.2f);
+  EXPECT_THAT(Problems(images), HasSubstr("input: missing; IMAGE_FOLDER images are fitted to it"));
+  images.mutable_input()->set_channels(2);
+  images.mutable_input()->set_height(28);
+  images.mutable_input()->set_width(28);
+  EXPECT_THAT(Problems(images), HasSubstr("input.channels: 2"));
+  images.mutable_input()->set_channels(1);
+  EXPECT_TRUE(ValidateJobSpec(images).ok()) << ValidateJobSpec(images);
+  images.mutable_data()->set_test_dir("/data/pets-test");
+  EXPECT_THAT(Problems(images), HasSubstr("names a test set already"));
+
+  JobSpec csv = ValidSpec();
+  csv.mutable_data()->Clear();
+  csv.mutable_data()->set_kind(DataSpec::CSV_CLASSIFICATION);
+  csv.mutable_data()->set_train_csv("t.csv");
+  csv.mutable_data()->set_test_csv("u.csv");
+  EXPECT_THAT(Problems(csv), HasSubstr("give exactly one"));
+  csv.mutable_data()->set_label_column("species");
+  EXPECT_TRUE(ValidateJobSpec(csv).ok()) << ValidateJobSpec(csv);
+  csv.mutable_head()->mutable_regression();
+  EXPECT_THAT(Problems(csv), HasSubstr("regression needs CSV, TOY_CUBIC or NUMPY data"));
+
+  JobSpec fmnist = ValidSpec();
+  fmnist.mutable_data()->set_holdout_fraction(0.5f);
+  EXPECT_THAT(Problems(fmnist), HasSubstr("only NUMPY, IMAGE_FOLDER and CSV_CLASSIFICATION"));
+}
+
+}  // namespace
+}  // namespace tagi

@@ -514,3 +514,39 @@ TEST(ModelFile, NonCanonicalArchitectureRecordIsDataLoss) {
 
 }  // namespace
 }  // namespace tagi::engine
+
+namespace tagi::engine {
+namespace {
+
+TEST(ModelFile, ClassNamesRoundTripInVersion3AndNamelessModelsStayVersion2) {
+  const Architecture arch = HsmArchitecture();
+  const std::vector<float> params = AwkwardParameters(arch.num_parameters());
+  Preprocessing prep;
+  prep.class_names = {"ant", "bee", "cat"};
+  const std::string named = EncodeModelFile(arch, prep, params);
+  EXPECT_EQ(ReadU32(named, 8), kModelFileVersionWithClassNames);
+  const auto file = Decode(named);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->preprocessing.class_names, prep.class_names);
+  EXPECT_EQ(ReadU32(EncodeModelFile(arch, {}, params), 8), kModelFileVersion);
+
+  // As many names as classes, none empty or long, nothing after them.
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"a", "b"}, std::vector<std::string>{"a", "", "c"},
+        std::vector<std::string>{"a", "b", std::string(kMaxClassNameBytes + 1, 'x')}}) {
+    prep.class_names = names;
+    const auto bad = Decode(EncodeModelFile(arch, prep, params));
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << names.size();
+  }
+  std::string padded = named;
+  padded.insert(padded.size() - 4, "x");
+  // Fix the body length and CRC so only the extra byte is wrong.
+  const uint64_t body = padded.size() - kHeaderBytes - 4;
+  for (int i = 0; i < 8; ++i) padded[12 + i] = static_cast<char>((body >> (8 * i)) & 0xff);
+  FixCrc(padded);
+  EXPECT_THAT(std::string(Decode(padded).status().message()),
+              ::testing::HasSubstr("after its class names"));
+}
+
+}  // namespace
+}  // namespace tagi::engine
