@@ -356,7 +356,12 @@ void CheckAugment(const JobSpec& job, Problems& p) {
   if (job.has_input()) {
     shape = spec::Shape{job.input().channels(), job.input().height(), job.input().width()};
   }
-  if (!shape) return;
+  if (!shape) {
+    // NUMPY and IMAGE_FOLDER: only the job says the data is an image.
+    p.Add("data.augment: crops and flips need the image's shape; give input {\"channels\": C, "
+          "\"height\": H, \"width\": W}");
+    return;
+  }
   if (shape->h <= 1 || shape->w <= 1) {
     p.Add("data.augment: crops and flips need an image input (height and width > 1), but the "
           "input is %s; give input {\"channels\": C, \"height\": H, \"width\": W}",

@@ -329,7 +329,7 @@ TEST(JobSpec, Cifar10NeedsItsDirectoryTenClassesAndItsWidth) {
               HasSubstr("head.classification.num_classes: 16; the CIFAR10 data set has 10"));
   spec = Cifar10Spec();
   spec.mutable_head()->mutable_regression();
-  EXPECT_THAT(Problems(spec), HasSubstr("head: regression needs CSV or TOY_CUBIC data, not CIFAR10"));
+  EXPECT_THAT(Problems(spec), HasSubstr("head: regression needs CSV, TOY_CUBIC or NUMPY data, not CIFAR10"));
 }
 
 TEST(JobSpec, TheUnknownDataKindMessageListsCifar10) {
@@ -357,7 +357,8 @@ TEST(JobSpec, AugmentationIsForImageDataOnly) {
   JobSpec spec = CsvSpec();
   spec.mutable_data()->mutable_augment()->set_horizontal_flip(true);
   EXPECT_THAT(Problems(spec), HasSubstr("data.augment: crops and flips are for image data "
-                                        "(FASHION_MNIST, MNIST or CIFAR10), not CSV"));
+                                        "(FASHION_MNIST, MNIST, CIFAR10, NUMPY or "
+                                        "IMAGE_FOLDER), not CSV"));
 }
 
 TEST(JobSpec, AugmentationNeedsAnImageShapedInput) {

@@ -327,8 +327,9 @@ TEST(ModelFile, EverySingleBitFlipIsDetected) {
       std::string bad = bytes;
       bad[at] = static_cast<char>(bad[at] ^ (1 << bit));
       const auto file = Decode(bad);
-      // A changed version number reads as an unsupported version.
-      const bool in_version = at >= 8 && at < 12;
+      // A changed version number reads as an unsupported version, except
+      // 2 -> 3, a known one, whose body then lacks the class names.
+      const bool in_version = at >= 8 && at < 12 && !(at == 8 && bit == 0);
       EXPECT_EQ(file.status().code(), in_version ? absl::StatusCode::kFailedPrecondition
                                                  : absl::StatusCode::kDataLoss)
           << "byte " << at << " bit " << bit;
@@ -544,8 +545,9 @@ TEST(ModelFile, ClassNamesRoundTripInVersion3AndNamelessModelsStayVersion2) {
   const uint64_t body = padded.size() - kHeaderBytes - 4;
   for (int i = 0; i < 8; ++i) padded[12 + i] = static_cast<char>((body >> (8 * i)) & 0xff);
   FixCrc(padded);
-  EXPECT_THAT(std::string(Decode(padded).status().message()),
-              ::testing::HasSubstr("after its class names"));
+  EXPECT_NE(std::string(Decode(padded).status().message()).find("after its class names"),
+            std::string::npos)
+      << Decode(padded).status();
 }
 
 }  // namespace

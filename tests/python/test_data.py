@@ -157,3 +157,33 @@ def test_two_workers_with_different_copies_fail_naming_both_fingerprints(tmp_pat
     assert final.state == jobs_pb2.FAILED, final
     assert "data mismatch" in final.reason, final.reason
     assert fingerprints[0] in final.reason and fingerprints[1] in final.reason, final.reason
+
+
+def test_example_jobs_on_fashion_mnist_written_as_png_and_npz(tmp_path, bindir, src):
+    """examples/make_fmnist_files.py writes 600 + 100 Fashion-MNIST images as a PNG
+    folder and an .npz; examples/fmnist_folder.json and fmnist_npz.json train on
+    them. The .npz holds the IDX files' first images, so its job trains the very
+    model (parameter checksum) and data set (fingerprint) of the IDX job."""
+    if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
+        pytest.skip("dataset-fashion-mnist is not installed")
+    import sys
+    tmp = str(tmp_path)
+    r = subprocess.run([sys.executable, os.path.join(src, "examples", "make_fmnist_files.py"),
+                        tmp, "--limit", "600"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    results = {}
+    for name in ("fmnist_folder", "fmnist_npz", "idx"):
+        with open(os.path.join(src, "examples",
+                               "fmnist_npz.json" if name == "idx" else name + ".json"),
+                  encoding="utf-8") as f:
+            spec = json.loads(f.read().replace("/var/lib/tagi/data", tmp))
+        if name == "idx":
+            spec["data"] = {"kind": "FASHION_MNIST", "trainLimit": 600, "testLimit": 100}
+        spec["name"], spec["epochs"] = name, 1
+        results[name] = tagi_train(bindir, spec, tmp, os.path.join(tmp, name + ".tagi"))
+    print(results)
+    assert results["fmnist_folder"]["test_accuracy"] > 0.5
+    assert results["fmnist_npz"]["test_accuracy"] > 0.5
+    assert results["fmnist_npz"]["data_fingerprint"] == results["idx"]["data_fingerprint"]
+    assert results["fmnist_npz"]["parameter_checksum"] == results["idx"]["parameter_checksum"]
+    assert load_model(os.path.join(tmp, "fmnist_folder.tagi")).class_names[9] == "9-boot"

@@ -59,7 +59,8 @@ absl::Status ReadInputs(const NpyArray& x, const std::string& name, const Geomet
   const uint64_t n = x.shape[0];
   const uint64_t d = g.c * g.h * g.w;
   out.inputs.resize(n * d);
-  const float scale = x.type == NpyType::kUint8 ? 1.0f / 255.0f : 1.0f;
+  // uint8 pixels become value / 255, as the IDX and image readers make them.
+  const float divisor = x.type == NpyType::kUint8 ? 255.0f : 1.0f;
   for (uint64_t i = 0; i < n; ++i) {
     for (uint64_t k = 0; k < d; ++k) {
       // k walks the file's order; NHWC data goes to its CHW place.
@@ -73,7 +74,7 @@ absl::Status ReadInputs(const NpyArray& x, const std::string& name, const Geomet
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: x holds a non-finite value (or one beyond float range) in sample %d", name, i));
       }
-      out.inputs[i * d + dst] = static_cast<float>(v) * scale;
+      out.inputs[i * d + dst] = static_cast<float>(v) / divisor;
     }
   }
   out.input_dim = d;
