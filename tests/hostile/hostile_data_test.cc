@@ -177,7 +177,7 @@ TEST_F(HostileDataTest, NewDataKindsStayInTheRootsAndShowNoContent) {
   std::filesystem::create_symlink(secret, roots + "/link.npz");
   std::filesystem::create_symlink(dir_.File("private/cls"), roots + "/folder/b");
   const std::string inside = dir_.Write("data/shadow.npz", kSecret);
-  const std::string csv = dir_.Write("data/shadow.csv", kSecret);
+  const std::string csv = dir_.Write("data/shadow.csv", "user,s3cr3t-hash\nroot,s3cr3t\n");
   ASSERT_NO_FATAL_FAILURE(StartCoordinator(1));
   StartWorker({"--data-root", roots});
   ASSERT_TRUE(WaitForWorkers(1, "IDLE", absl::Seconds(20)));
