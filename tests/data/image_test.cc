@@ -159,23 +159,32 @@ TEST(DataFile, RootsConfineOpensAndSymlinksOutOfARootAreRefused) {
   std::filesystem::create_symlink(secret, root.path() / "link.npy");
   std::filesystem::create_directories(root.path() / "sub");
   std::filesystem::create_symlink(outside.path(), root.path() / "sub/out");
-  const DataAccess access{{root.path().string()}};
-  EXPECT_TRUE(OpenUnderRoots("f", inside, access, false).ok());
-  for (const std::string& path : {secret, root.Path("link.npy"), root.Path("sub/out/secret.npy"),
-                                  root.Path("sub/../../") + outside.path().filename().string() +
-                                      "/secret.npy"}) {
-    absl::StatusOr<UniqueFd> fd = OpenUnderRoots("data.npz", path, access, false);
-    ASSERT_FALSE(fd.ok()) << path;
-    EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << fd.status();
-    EXPECT_THAT(std::string(fd.status().message()), HasSubstr("data.npz"));
-    EXPECT_THAT(std::string(fd.status().message()), ::testing::Not(HasSubstr("SECRET")));
+  for (const bool walk : {false, true}) {
+    SCOPED_TRACE(walk ? "O_PATH walk" : "openat2");
+    const DataAccess access{{root.path().string()}, walk};
+    EXPECT_TRUE(OpenUnderRoots("f", inside, access, false).ok());
+    for (const std::string& path : {secret, root.Path("link.npy"), root.Path("sub/out/secret.npy"),
+                                    root.Path("sub/../../") + outside.path().filename().string() +
+                                        "/secret.npy"}) {
+      absl::StatusOr<UniqueFd> fd = OpenUnderRoots("data.npz", path, access, false);
+      ASSERT_FALSE(fd.ok()) << path;
+      EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << fd.status();
+      EXPECT_THAT(std::string(fd.status().message()), HasSubstr("data.npz"));
+      EXPECT_THAT(std::string(fd.status().message()), ::testing::Not(HasSubstr("SECRET")));
+    }
+    // A relative link that stays inside the root is followed by openat2 (an
+    // absolute one is not: the kernel resolves it from /, outside the root);
+    // the walk follows no link at all.
+    std::filesystem::create_symlink("ok.npy", root.path() / "alias.npy");
+    EXPECT_EQ(OpenUnderRoots("f", root.Path("alias.npy"), access, false).ok(), !walk);
+    std::filesystem::remove(root.path() / "alias.npy");
+    EXPECT_EQ(OpenUnderRoots("f", root.Path("missing.npy"), access, false).status().code(),
+              absl::StatusCode::kNotFound);
+    std::filesystem::create_directories(root.path() / "d/e");
+    root.Write("d/e/f.npy", "deep");
+    EXPECT_TRUE(OpenUnderRoots("f", root.Path("d/e/f.npy"), access, false).ok());
+    EXPECT_TRUE(OpenUnderRoots("f", root.Path("d/e"), access, true).ok());
   }
-  // A relative link that stays inside the root is followed (an absolute
-  // one is not: the kernel resolves it from /, outside the root).
-  std::filesystem::create_symlink("ok.npy", root.path() / "alias.npy");
-  EXPECT_TRUE(OpenUnderRoots("f", root.Path("alias.npy"), access, false).ok());
-  EXPECT_EQ(OpenUnderRoots("f", root.Path("missing.npy"), access, false).status().code(),
-            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

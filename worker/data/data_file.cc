@@ -77,14 +77,23 @@ int WalkBeneath(int dir, const fs::path& rel, int flags) {
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     UniqueFd next(openat(current.get(), parts[i].c_str(),
                          O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (next.get() < 0) return -1;
+    if (next.get() < 0) {
+      // A symlinked directory reads as ENOTDIR here: say it is a link.
+      struct stat st {};
+      const int err = errno;
+      const bool link = fstatat(current.get(), parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                        S_ISLNK(st.st_mode);
+      errno = link ? ELOOP : err;
+      return -1;
+    }
     current = std::move(next);
   }
   const char* last = parts.empty() ? "." : parts.back().c_str();
   return openat(current.get(), last, flags | O_NOFOLLOW);
 }
 
-int OpenRelative(int dir, const fs::path& rel, int flags) {
+int OpenRelative(int dir, const fs::path& rel, int flags, bool walk) {
+  if (walk) return WalkBeneath(dir, rel, flags);
   const int fd = OpenBeneath(dir, rel, flags);
   if (fd >= 0 || errno != ENOSYS) return fd;
   return WalkBeneath(dir, rel, flags);
@@ -133,7 +142,7 @@ absl::StatusOr<UniqueFd> OpenUnderRoots(const std::string& field, const std::str
         if (!rel) continue;
         UniqueFd dir(::open(root_form.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (dir.get() < 0) continue;
-        UniqueFd fd(OpenRelative(dir.get(), *rel, flags));
+        UniqueFd fd(OpenRelative(dir.get(), *rel, flags, access.walk_without_openat2));
         if (fd.get() < 0) return OpenError(field, path, errno);
         return fd;
       }

@@ -48,6 +48,8 @@ class UniqueFd {
 // Where a job's data may come from: `roots` empty means anywhere.
 struct DataAccess {
   std::vector<std::string> roots;
+  // Tests: take the O_PATH walk even where the kernel has openat2.
+  bool walk_without_openat2 = false;
 };
 
 // Opens `path` read-only (a directory when `directory`), beneath one of the
