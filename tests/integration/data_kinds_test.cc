@@ -168,6 +168,14 @@ TEST(DataKinds, BadFilesEndInAMessageNamingTheFileAndTheFault) {
   std::filesystem::create_directories(std::filesystem::path(dir.path()) / "folder/a");
   std::filesystem::create_directories(std::filesystem::path(dir.path()) / "folder/b");
   std::ofstream(std::filesystem::path(dir.path()) / "folder/a/1.png") << "not a png";
+  for (const char* cls : {"x", "y"}) {
+    const std::filesystem::path folder = std::filesystem::path(dir.path()) / "two" / cls;
+    std::filesystem::create_directories(folder);
+    for (int i = 0; i < 2; ++i) {
+      std::ofstream(folder / absl::StrCat(i, ".png"), std::ios::binary)
+          << data::EncodePng(data::Image{10, 10, 1, std::vector<uint8_t>(100, 7)});
+    }
+  }
   const struct {
     std::string data;
     std::string fault;
@@ -180,6 +188,9 @@ TEST(DataKinds, BadFilesEndInAMessageNamingTheFileAndTheFault) {
       {absl::StrCat(R"({"kind": "IMAGE_FOLDER", "trainDir": ")", dir.File("folder"),
                     R"(", "holdoutFraction": 0.5})"),
        "folder/a/1.png: undecodable image"},
+      {absl::StrCat(R"({"kind": "IMAGE_FOLDER", "trainDir": ")", dir.File("two"),
+                    R"(", "holdoutFraction": 0.5})"),
+       "the data has 2 classes (x, y) but head.classification.num_classes is 10"},
   };
   for (const auto& c : cases) {
     const std::string job = dir.Write("bad.json", Job(c.data, 10, 11));
