@@ -62,8 +62,8 @@ TEST(CsvClassification, EveryFaultNamesTheFileLineAndColumnButNoField) {
 TEST(CsvClassification, LoadsThroughTheLoaderWithAHoldOutAndAFingerprint) {
   ScratchDir dir;
   std::string text = "f1,f2,label\n";
-  for (int i = 0; i < 10; ++i) text += std::to_string(i) + "," + std::to_string(-i) + "," +
-                                       std::to_string(i % 2) + "\n";
+  for (int i = 0; i < 10; ++i)
+    text += std::to_string(i) + "," + std::to_string(-i) + "," + std::to_string(i % 2) + "\n";
   DataSpec spec;
   spec.set_kind(DataSpec::CSV_CLASSIFICATION);
   spec.set_train_csv(dir.Write("train.csv", text));

@@ -1,3 +1,5 @@
+#include "worker/data/image.h"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -6,7 +8,6 @@
 #include "gtest/gtest.h"
 #include "tests/testing/scratch_dir.h"
 #include "worker/data/data_file.h"
-#include "worker/data/image.h"
 #include "worker/data/image_folder.h"
 #include "worker/data/loader.h"
 
@@ -26,7 +27,8 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 Image Flat(uint32_t w, uint32_t h, uint32_t channels, uint8_t value) {
   Image im{w, h, channels, {}};
   for (uint32_t i = 0; i < w * h; ++i) {
-    for (uint32_t c = 0; c < channels; ++c) im.pixels.push_back(static_cast<uint8_t>(value + 40 * c));
+    for (uint32_t c = 0; c < channels; ++c)
+      im.pixels.push_back(static_cast<uint8_t>(value + 40 * c));
   }
   return im;
 }
@@ -63,8 +65,8 @@ TEST(Image, CorruptTruncatedOrHugeImagesAreErrorsNotCrashes) {
   huge.replace(16, 8, reinterpret_cast<const char*>(dims), 8);
   absl::StatusOr<Image> im = DecodeImage(Bytes(huge), "huge.png");
   ASSERT_FALSE(im.ok());
-  EXPECT_THAT(std::string(im.status().message()), ::testing::AnyOf(HasSubstr("at most"),
-                                                                   HasSubstr("undecodable")));
+  EXPECT_THAT(std::string(im.status().message()),
+              ::testing::AnyOf(HasSubstr("at most"), HasSubstr("undecodable")));
 }
 
 TEST(Image, FitResizesOrCentreCropsAndConvertsChannels) {
@@ -126,7 +128,7 @@ TEST_F(ImageFolderTest, SortedClassFoldersGiveLabelsAndNames) {
   EXPECT_EQ(t.class_names, (std::vector<std::string>{"cat", "dog"}));
   EXPECT_EQ(t.labels, (std::vector<int32_t>{0, 0, 1, 1}));
   EXPECT_EQ(t.input_dim, 64u);
-  EXPECT_NEAR(t.inputs[64], 20.0f / 255.0f, 1e-6);  // cat/b.png, second in sorted order
+  EXPECT_NEAR(t.inputs[64], 20.0f / 255.0f, 1e-6);            // cat/b.png, second in sorted order
   EXPECT_EQ(d->data.test.labels, (std::vector<int32_t>{1}));  // dog keeps the training label
 }
 
@@ -163,9 +165,9 @@ TEST(DataFile, RootsConfineOpensAndSymlinksOutOfARootAreRefused) {
     SCOPED_TRACE(walk ? "O_PATH walk" : "openat2");
     const DataAccess access{{root.path().string()}, walk};
     EXPECT_TRUE(OpenUnderRoots("f", inside, access, false).ok());
-    for (const std::string& path : {secret, root.Path("link.npy"), root.Path("sub/out/secret.npy"),
-                                    root.Path("sub/../../") + outside.path().filename().string() +
-                                        "/secret.npy"}) {
+    for (const std::string& path :
+         {secret, root.Path("link.npy"), root.Path("sub/out/secret.npy"),
+          root.Path("sub/../../") + outside.path().filename().string() + "/secret.npy"}) {
       absl::StatusOr<UniqueFd> fd = OpenUnderRoots("data.npz", path, access, false);
       ASSERT_FALSE(fd.ok()) << path;
       EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << fd.status();

@@ -40,8 +40,7 @@ TEST(Npy, ParsesTheHeaderAndPointsAtTheData) {
   EXPECT_EQ(NpyElement(*b, 2), 2.0);
   // The library's own writer round-trips.
   const std::vector<float> v = {0.5f, -1.0f};
-  absl::StatusOr<NpyArray> c =
-      ParseNpy(Bytes(EncodeNpyFloat32({2}, v)), "c.npy", 1 << 20);
+  absl::StatusOr<NpyArray> c = ParseNpy(Bytes(EncodeNpyFloat32({2}, v)), "c.npy", 1 << 20);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(NpyElement(*c, 1), -1.0);
 }
@@ -86,14 +85,13 @@ TEST(Npz, ReadsStoredAndDeflatedMembersAndRefusesCorruption) {
     EXPECT_EQ(members->count("y_train"), 0u);
     EXPECT_EQ(std::string(members->at("x_train").begin(), members->at("x_train").end()), x);
     // A cap below the member's size refuses it before inflating.
-    EXPECT_THAT(std::string(
-                    ReadNpzMembers(Bytes(zip), "d.npz", {"x_train"}, 4).status().message()),
+    EXPECT_THAT(std::string(ReadNpzMembers(Bytes(zip), "d.npz", {"x_train"}, 4).status().message()),
                 HasSubstr("at most 4 are read"));
   }
   const std::string big = Npy("<f4", {1000}, std::string(4000, 'a'));
   const std::string zip = Zip({{"x_train.npy", big}}, true);
-  EXPECT_FALSE(ReadNpzMembers(Bytes(zip.substr(0, zip.size() / 2)), "t.npz", {"x_train"}, 1 << 20)
-                   .ok());
+  EXPECT_FALSE(
+      ReadNpzMembers(Bytes(zip.substr(0, zip.size() / 2)), "t.npz", {"x_train"}, 1 << 20).ok());
   std::string flipped = zip;
   flipped[60] ^= 0x55;  // inside the deflated data: a CRC or inflate error
   auto r = ReadNpzMembers(Bytes(flipped), "c.npz", {"x_train"}, 1 << 20);
@@ -178,8 +176,9 @@ TEST_F(NumpyLoad, NpzWithATestSetLoadsFromOneArchive) {
   const std::string y = Npy("<i4", {3}, Raw(std::vector<int32_t>{1, 0, 1}));
   DataSpec spec;
   spec.set_kind(DataSpec::NUMPY);
-  spec.set_npz(dir_.Write("d.npz", Zip({{"x_train.npy", x}, {"y_train.npy", y},
-                                        {"x_test.npy", x}, {"y_test.npy", y}}, true)));
+  spec.set_npz(dir_.Write(
+      "d.npz",
+      Zip({{"x_train.npy", x}, {"y_train.npy", y}, {"x_test.npy", x}, {"y_test.npy", y}}, true)));
   absl::StatusOr<LoadedData> d = LoadData(spec, 1, Classes(2));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->data.test.num_samples, 3u);

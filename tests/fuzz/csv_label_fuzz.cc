@@ -27,15 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   auto d = tagi::data::ParseCsvClassification(text, "f.csv", label, header, classes);
   if (!d.ok()) {
-    FUZZ_CHECK(d.status().code() == absl::StatusCode::kInvalidArgument &&
-                   !d.status().message().empty(),
-               "refused with %s", d.status().ToString().c_str());
+    FUZZ_CHECK(
+        d.status().code() == absl::StatusCode::kInvalidArgument && !d.status().message().empty(),
+        "refused with %s", d.status().ToString().c_str());
     return 0;
   }
   FUZZ_CHECK(d->num_samples > 0 && d->input_dim > 0, "empty set accepted");
-  FUZZ_CHECK(d->inputs.size() == d->num_samples * d->input_dim &&
-                 d->labels.size() == d->num_samples,
-             "inconsistent shape");
+  FUZZ_CHECK(
+      d->inputs.size() == d->num_samples * d->input_dim && d->labels.size() == d->num_samples,
+      "inconsistent shape");
   for (float x : d->inputs) FUZZ_CHECK(std::isfinite(x), "feature %g", x);
   for (int32_t y : d->labels) FUZZ_CHECK(y >= 0 && y < classes, "label %d", y);
   return 0;

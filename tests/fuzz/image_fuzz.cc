@@ -23,8 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                "refused with %s", image.status().ToString().c_str());
     return 0;
   }
-  FUZZ_CHECK(image->width >= 1 && image->height >= 1 &&
-                 image->width <= tagi::data::kMaxImageSide &&
+  FUZZ_CHECK(image->width >= 1 && image->height >= 1 && image->width <= tagi::data::kMaxImageSide &&
                  image->height <= tagi::data::kMaxImageSide,
              "image of %ux%u", image->width, image->height);
   FUZZ_CHECK(image->channels == 1 || image->channels == 3, "%u channels", image->channels);

@@ -21,9 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> file(data + 1, size - 1);
   auto a = tagi::data::ParseNpy(file, "f.npy", 1 << 20);
   if (!a.ok()) {
-    FUZZ_CHECK(a.status().code() == absl::StatusCode::kInvalidArgument &&
-                   !a.status().message().empty(),
-               "refused with %s", a.status().ToString().c_str());
+    FUZZ_CHECK(
+        a.status().code() == absl::StatusCode::kInvalidArgument && !a.status().message().empty(),
+        "refused with %s", a.status().ToString().c_str());
     return 0;
   }
   FUZZ_CHECK(a->data.size() == a->count() * tagi::data::ElementBytes(a->type),
@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(a->data.data() + a->data.size() == file.data() + file.size(), "span not at the end");
   auto d = tagi::data::DatasetFromNpy(*a, "x.npy", *a, "y.npy", layout, classes);
   if (!d.ok()) {
-    FUZZ_CHECK(d.status().code() == absl::StatusCode::kInvalidArgument,
-               "refused with %s", d.status().ToString().c_str());
+    FUZZ_CHECK(d.status().code() == absl::StatusCode::kInvalidArgument, "refused with %s",
+               d.status().ToString().c_str());
     return 0;
   }
   FUZZ_CHECK(d->num_samples > 0 && d->inputs.size() == d->num_samples * d->input_dim,

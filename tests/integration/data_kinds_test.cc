@@ -64,9 +64,12 @@ Bands MakeBands(int n, int classes, uint32_t seed) {
 std::string Job(const std::string& data, int classes, int out_units, int epochs = 3) {
   return absl::StrCat(R"({"name": "kinds", "input": {"channels": 1, "height": 10, "width": 10},
     "layers": [{"kind": "LINEAR", "inFeatures": 100, "outFeatures": 32}, {"kind": "RELU"},
-               {"kind": "LINEAR", "inFeatures": 32, "outFeatures": )", out_units, R"(}],
-    "head": {"classification": {"numClasses": )", classes, R"(}},
-    "data": )", data, R"(, "noise": {"sigmaV": 1.0}, "batchSize": 16, "epochs": )", epochs,
+               {"kind": "LINEAR", "inFeatures": 32, "outFeatures": )",
+                      out_units, R"(}],
+    "head": {"classification": {"numClasses": )",
+                      classes, R"(}},
+    "data": )",
+                      data, R"(, "noise": {"sigmaV": 1.0}, "batchSize": 16, "epochs": )", epochs,
                       R"(, "seed": 5})");
 }
 
@@ -85,10 +88,10 @@ TEST(DataKinds, NpzOfNhwcImagesTrainsAndEvaluatesToTheSameAccuracy) {
       "bands.npz", Zip({{"x_train.npy", Npy("|u1", {600, kSide, kSide, 1}, Raw(b.pixels))},
                         {"y_train.npy", Npy("<i8", {600}, Raw(b.labels))}},
                        true));
-  const std::string job = dir.Write(
-      "job.json", Job(absl::StrCat(R"({"kind": "NUMPY", "npz": ")", npz,
-                                   R"(", "layout": "NHWC", "holdoutFraction": 0.2})"),
-                      10, 11));
+  const std::string job =
+      dir.Write("job.json", Job(absl::StrCat(R"({"kind": "NUMPY", "npz": ")", npz,
+                                             R"(", "layout": "NHWC", "holdoutFraction": 0.2})"),
+                                10, 11));
   const std::string model = dir.File("m.tagi");
   const ProcessResult r = Train({job, "--out", model, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -110,19 +113,18 @@ TEST(DataKinds, ImageFolderOfPngAndJpegTrainsWithAugmentationAndStoresClassNames
     for (int y = 0; y < kSide; ++y) {
       for (int x = 0; x < 12; ++x) im.pixels.push_back(b.pixels[i * 100 + y * kSide + x % kSide]);
     }
-    const std::filesystem::path folder = std::filesystem::path(dir.path()) / "images" /
-                                         names[b.labels[i]];
+    const std::filesystem::path folder =
+        std::filesystem::path(dir.path()) / "images" / names[b.labels[i]];
     std::filesystem::create_directories(folder);
     const bool jpeg = i % 2 == 1;
     std::ofstream(folder / absl::StrCat(i, jpeg ? ".jpg" : ".png"), std::ios::binary)
         << (jpeg ? data::EncodeJpeg(im, 95) : data::EncodePng(im));
   }
   const std::string job = dir.Write(
-      "job.json",
-      Job(absl::StrCat(R"({"kind": "IMAGE_FOLDER", "trainDir": ")", dir.File("images"),
-                       R"(", "imageFit": "CENTER_CROP", "holdoutFraction": 0.25,
+      "job.json", Job(absl::StrCat(R"({"kind": "IMAGE_FOLDER", "trainDir": ")", dir.File("images"),
+                                   R"(", "imageFit": "CENTER_CROP", "holdoutFraction": 0.25,
                           "augment": {"horizontalFlip": true}})"),
-          3, 3, 4));
+                      3, 3, 4));
   const std::string model = dir.File("m.tagi");
   const ProcessResult r = Train({job, "--out", model, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -182,8 +184,7 @@ TEST(DataKinds, BadFilesEndInAMessageNamingTheFileAndTheFault) {
   } cases[] = {
       {absl::StrCat(R"({"kind": "NUMPY", "npz": ")", truncated, R"(", "holdoutFraction": 0.5})"),
        absl::StrCat(truncated, ": not a readable NPZ file")},
-      {absl::StrCat(R"({"kind": "NUMPY", "npz": ")", out_of_range,
-                    R"(", "holdoutFraction": 0.5})"),
+      {absl::StrCat(R"({"kind": "NUMPY", "npz": ")", out_of_range, R"(", "holdoutFraction": 0.5})"),
        "member y_train.npy: label 12 of sample 2 is out of range"},
       {absl::StrCat(R"({"kind": "IMAGE_FOLDER", "trainDir": ")", dir.File("folder"),
                     R"(", "holdoutFraction": 0.5})"),

@@ -45,9 +45,10 @@ absl::Status OpenError(const std::string& field, const std::string& path, int er
     return absl::NotFoundError(absl::StrCat(field, ": ", path, " does not exist"));
   }
   if (err == EXDEV || err == ELOOP) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        field, ": ", path, " leads outside the data root it is under (through a symlink or "
-        "'..'); data is read only beneath the worker's --data-root directories"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(field, ": ", path,
+                     " leads outside the data root it is under (through a symlink or "
+                     "'..'); data is read only beneath the worker's --data-root directories"));
   }
   return absl::PermissionDeniedError(
       absl::StrCat(field, ": cannot open ", path, ": ", std::strerror(err)));
@@ -75,8 +76,8 @@ int WalkBeneath(int dir, const fs::path& rel, int flags) {
     parts.push_back(part);
   }
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    UniqueFd next(openat(current.get(), parts[i].c_str(),
-                         O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(
+        openat(current.get(), parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (next.get() < 0) {
       // A symlinked directory reads as ENOTDIR here: say it is a link.
       struct stat st {};
@@ -148,10 +149,10 @@ absl::StatusOr<UniqueFd> OpenUnderRoots(const std::string& field, const std::str
       }
     }
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      field, ": ", path, " is outside the directories this worker reads data from (",
-      absl::StrJoin(access.roots, ", "),
-      "); its operator can allow more with tagi-worker --data-root DIR,DIR,..."));
+  return absl::PermissionDeniedError(
+      absl::StrCat(field, ": ", path, " is outside the directories this worker reads data from (",
+                   absl::StrJoin(access.roots, ", "),
+                   "); its operator can allow more with tagi-worker --data-root DIR,DIR,..."));
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
@@ -185,8 +186,8 @@ absl::StatusOr<MappedFile> MappedFile::Map(UniqueFd fd, const std::string& path,
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": file is ", size, " bytes; at most ", max_bytes, " are read"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": file is ", size, " bytes; at most ", max_bytes, " are read"));
   }
   MappedFile out;
   if (size > 0) {

@@ -74,8 +74,7 @@ class MappedFile {
   // Maps the regular file `fd` (which it keeps open while mapped).
   // InvalidArgument naming `path` when it is not a regular file or is
   // larger than `max_bytes`.
-  static absl::StatusOr<MappedFile> Map(UniqueFd fd, const std::string& path,
-                                        uint64_t max_bytes);
+  static absl::StatusOr<MappedFile> Map(UniqueFd fd, const std::string& path, uint64_t max_bytes);
 
  private:
   const uint8_t* data_ = nullptr;

@@ -1,17 +1,16 @@
 #include "worker/data/image.h"
 
 // jpeglib.h needs FILE and size_t declared before it.
-#include <csetjmp>
-#include <cstddef>
-#include <cstdio>
-#include <cstring>
-#include <memory>
-
 #include <jpeglib.h>
 #include <png.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csetjmp>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,15 +30,14 @@ bool IsJpeg(std::span<const uint8_t> b) {
 
 absl::Status Undecodable(const std::string& name, const std::string& kind,
                          const std::string& reason) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, ": undecodable ", kind, " image: ", reason));
+  return absl::InvalidArgumentError(absl::StrCat(name, ": undecodable ", kind, " image: ", reason));
 }
 
 absl::Status CheckSize(const std::string& name, uint64_t w, uint64_t h) {
   if (w == 0 || h == 0 || w > kMaxImageSide || h > kMaxImageSide || w * h > kMaxImagePixels) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: image is %dx%d pixels; at most %dx%d and %d pixels are decoded", name, w, h,
-        kMaxImageSide, kMaxImageSide, kMaxImagePixels));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: image is %dx%d pixels; at most %dx%d and %d pixels are decoded", name,
+                        w, h, kMaxImageSide, kMaxImageSide, kMaxImagePixels));
   }
   return absl::OkStatus();
 }
@@ -190,8 +188,8 @@ absl::StatusOr<Image> DecodeImage(std::span<const uint8_t> bytes, const std::str
       absl::StrCat(name, ": undecodable image: neither a PNG nor a JPEG signature"));
 }
 
-std::vector<float> FitImage(const Image& image, uint32_t channels, uint32_t height,
-                            uint32_t width, DataSpec::ImageFit fit) {
+std::vector<float> FitImage(const Image& image, uint32_t channels, uint32_t height, uint32_t width,
+                            DataSpec::ImageFit fit) {
   double sy = static_cast<double>(height) / image.height;
   double sx = static_cast<double>(width) / image.width;
   double oy = 0, ox = 0;  // crop offset, in target pixels

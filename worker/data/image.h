@@ -45,8 +45,8 @@ absl::StatusOr<Image> DecodeImage(std::span<const uint8_t> bytes, const std::str
 // the short side fits and takes the centre. Grey becomes RGB by copying,
 // RGB becomes grey by luma (0.299 R + 0.587 G + 0.114 B).
 // REQUIRES: channels is 1 or 3, height and width >= 1, the image non-empty.
-std::vector<float> FitImage(const Image& image, uint32_t channels, uint32_t height,
-                            uint32_t width, tagi::v1::DataSpec::ImageFit fit);
+std::vector<float> FitImage(const Image& image, uint32_t channels, uint32_t height, uint32_t width,
+                            tagi::v1::DataSpec::ImageFit fit);
 
 // A PNG of the image (8-bit grey or RGB):
 // what the tests and the fuzz seeds write.

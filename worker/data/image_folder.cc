@@ -32,8 +32,7 @@ absl::StatusOr<std::vector<Entry>> List(int fd, const std::string& where, size_t
   DIR* d = fdopendir(copy);
   if (d == nullptr) {
     ::close(copy);
-    return absl::InvalidArgumentError(absl::StrCat(where, ": cannot list: ",
-                                                   std::strerror(errno)));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": cannot list: ", std::strerror(errno)));
   }
   struct CloseDir {
     DIR* d;
@@ -49,8 +48,7 @@ absl::StatusOr<std::vector<Entry>> List(int fd, const std::string& where, size_t
           where, "/", e->d_name, " is a symlink; image folders are read without following links"));
     }
     if (out.size() == cap) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": more than ", cap, " entries"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": more than ", cap, " entries"));
     }
     out.push_back({e->d_name, S_ISDIR(st.st_mode)});
   }
@@ -98,8 +96,7 @@ absl::Status ReadClass(int root, const std::string& dir, const std::string& cls,
   const std::string where = absl::StrCat(dir, "/", cls);
   UniqueFd fd(openat(root, cls.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.get() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": cannot open: ",
-                                                   std::strerror(errno)));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": cannot open: ", std::strerror(errno)));
   }
   TAGI_ASSIGN_OR_RETURN(const std::vector<Entry> files, List(fd.get(), where, kMaxImagesPerSet));
   size_t images = 0;
@@ -119,8 +116,8 @@ absl::Status ReadClass(int root, const std::string& dir, const std::string& cls,
     ++out.num_samples;
   }
   if (images == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": empty class folder (no .png, .jpg or .jpeg files)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": empty class folder (no .png, .jpg or .jpeg files)"));
   }
   return absl::OkStatus();
 }
@@ -147,8 +144,8 @@ absl::StatusOr<Dataset> LoadImageFolder(const std::string& field, const std::str
         absl::StrCat(field, ": ", dir, " has no class folders (one sub-folder per class)"));
   }
   if (found.size() > kMaxImageClasses) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, ": ", found.size(),
-                                                   " class folders; at most ", kMaxImageClasses));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": ", found.size(), " class folders; at most ", kMaxImageClasses));
   }
   const std::vector<std::string>& names = classes.empty() ? found : classes;
   if (names.size() < 2) {
@@ -165,11 +162,11 @@ absl::StatusOr<Dataset> LoadImageFolder(const std::string& field, const std::str
   for (const std::string& cls : found) {
     const auto it = std::find(names.begin(), names.end(), cls);
     if (it == names.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir, "/", cls, ": a class the training folder does not have"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, "/", cls, ": a class the training folder does not have"));
     }
-    TAGI_RETURN_IF_ERROR(ReadClass(root.get(), dir, cls, static_cast<int32_t>(it - names.begin()),
-                                   shape, fit, out));
+    TAGI_RETURN_IF_ERROR(
+        ReadClass(root.get(), dir, cls, static_cast<int32_t>(it - names.begin()), shape, fit, out));
   }
   return out;
 }

@@ -56,8 +56,8 @@ class HeaderParser {
   }
   std::optional<bool> Bool() {
     SkipSpaces();
-    for (const auto& [word, value] : {std::pair{std::string_view("True"), true},
-                                      std::pair{std::string_view("False"), false}}) {
+    for (const auto& [word, value] :
+         {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
       if (text_.substr(pos_, word.size()) == word) return pos_ += word.size(), value;
     }
     return std::nullopt;
@@ -166,26 +166,46 @@ uint64_t NpyArray::count() const {
 
 size_t ElementBytes(NpyType type) {
   switch (type) {
-    case NpyType::kUint8: case NpyType::kInt8: case NpyType::kBool: return 1;
-    case NpyType::kInt16: case NpyType::kUint16: return 2;
-    case NpyType::kFloat32: case NpyType::kInt32: case NpyType::kUint32: return 4;
-    default: return 8;
+    case NpyType::kUint8:
+    case NpyType::kInt8:
+    case NpyType::kBool:
+      return 1;
+    case NpyType::kInt16:
+    case NpyType::kUint16:
+      return 2;
+    case NpyType::kFloat32:
+    case NpyType::kInt32:
+    case NpyType::kUint32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
 const char* NpyTypeName(NpyType type) {
   switch (type) {
-    case NpyType::kFloat32: return "float32";
-    case NpyType::kFloat64: return "float64";
-    case NpyType::kUint8: return "uint8";
-    case NpyType::kInt8: return "int8";
-    case NpyType::kInt16: return "int16";
-    case NpyType::kInt32: return "int32";
-    case NpyType::kInt64: return "int64";
-    case NpyType::kUint16: return "uint16";
-    case NpyType::kUint32: return "uint32";
-    case NpyType::kUint64: return "uint64";
-    case NpyType::kBool: return "bool";
+    case NpyType::kFloat32:
+      return "float32";
+    case NpyType::kFloat64:
+      return "float64";
+    case NpyType::kUint8:
+      return "uint8";
+    case NpyType::kInt8:
+      return "int8";
+    case NpyType::kInt16:
+      return "int16";
+    case NpyType::kInt32:
+      return "int32";
+    case NpyType::kInt64:
+      return "int64";
+    case NpyType::kUint16:
+      return "uint16";
+    case NpyType::kUint32:
+      return "uint32";
+    case NpyType::kUint64:
+      return "uint64";
+    case NpyType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -205,15 +225,15 @@ absl::StatusOr<NpyArray> ParseNpy(std::span<const uint8_t> bytes, const std::str
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) return Bad(name, "truncated in the header length");
-    header_len = bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) |
-                 (size_t{bytes[11]} << 24);
+    header_len =
+        bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
     offset = 12;
   } else {
     return Bad(name, absl::StrFormat("format version %d is not 1, 2 or 3", major));
   }
   if (header_len > kMaxNpyHeaderBytes) {
-    return Bad(name, absl::StrCat("header of ", header_len, " bytes (at most ",
-                                  kMaxNpyHeaderBytes, ")"));
+    return Bad(name,
+               absl::StrCat("header of ", header_len, " bytes (at most ", kMaxNpyHeaderBytes, ")"));
   }
   if (bytes.size() - offset < header_len) return Bad(name, "truncated in the header");
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + offset), header_len);
@@ -233,13 +253,13 @@ absl::StatusOr<NpyArray> ParseNpy(std::span<const uint8_t> bytes, const std::str
   const uint64_t present = bytes.size() - offset - header_len;
   if (present < total) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: truncated NPY file: its shape needs %d bytes of %s data, %d are present", name,
-        total, NpyTypeName(out.type), present));
+        "%s: truncated NPY file: its shape needs %d bytes of %s data, %d are present", name, total,
+        NpyTypeName(out.type), present));
   }
   if (present > total) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: NPY file has %d trailing bytes after its %d bytes of data", name, present - total,
-        total));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: NPY file has %d trailing bytes after its %d bytes of data", name,
+                        present - total, total));
   }
   out.data = bytes.subspan(offset + header_len, total);
   return out;
@@ -253,17 +273,28 @@ double NpyElement(const NpyArray& a, uint64_t i) {
     return static_cast<double>(v);
   };
   switch (a.type) {
-    case NpyType::kFloat32: return get(float{});
-    case NpyType::kFloat64: return get(double{});
-    case NpyType::kUint8: return get(uint8_t{});
-    case NpyType::kInt8: return get(int8_t{});
-    case NpyType::kInt16: return get(int16_t{});
-    case NpyType::kInt32: return get(int32_t{});
-    case NpyType::kInt64: return get(int64_t{});
-    case NpyType::kUint16: return get(uint16_t{});
-    case NpyType::kUint32: return get(uint32_t{});
-    case NpyType::kUint64: return get(uint64_t{});
-    case NpyType::kBool: return p[0] != 0 ? 1.0 : 0.0;
+    case NpyType::kFloat32:
+      return get(float{});
+    case NpyType::kFloat64:
+      return get(double{});
+    case NpyType::kUint8:
+      return get(uint8_t{});
+    case NpyType::kInt8:
+      return get(int8_t{});
+    case NpyType::kInt16:
+      return get(int16_t{});
+    case NpyType::kInt32:
+      return get(int32_t{});
+    case NpyType::kInt64:
+      return get(int64_t{});
+    case NpyType::kUint16:
+      return get(uint16_t{});
+    case NpyType::kUint32:
+      return get(uint32_t{});
+    case NpyType::kUint64:
+      return get(uint64_t{});
+    case NpyType::kBool:
+      return p[0] != 0 ? 1.0 : 0.0;
   }
   return 0.0;
 }

@@ -29,12 +29,23 @@ namespace tagi::data {
 inline constexpr size_t kMaxNpyHeaderBytes = 65535;
 inline constexpr size_t kMaxNpyRank = 8;
 
-enum class NpyType { kFloat32, kFloat64, kUint8, kInt8, kInt16, kInt32, kInt64, kUint16,
-                     kUint32, kUint64, kBool };
+enum class NpyType {
+  kFloat32,
+  kFloat64,
+  kUint8,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUint16,
+  kUint32,
+  kUint64,
+  kBool
+};
 
 struct NpyArray {
   NpyType type = NpyType::kFloat32;
-  std::vector<uint64_t> shape;   // empty: a scalar
+  std::vector<uint64_t> shape;    // empty: a scalar
   std::span<const uint8_t> data;  // product(shape) * ElementBytes(type) bytes, C order
   uint64_t count() const;
 };

@@ -21,9 +21,8 @@ absl::Status Bad(const std::string& path, const std::string& fault) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable NPZ file: ", fault));
 }
 
-absl::StatusOr<std::vector<uint8_t>> ReadMember(zip_t* z, zip_uint64_t index,
-                                                const zip_stat_t& st, const std::string& what,
-                                                uint64_t max_bytes) {
+absl::StatusOr<std::vector<uint8_t>> ReadMember(zip_t* z, zip_uint64_t index, const zip_stat_t& st,
+                                                const std::string& what, uint64_t max_bytes) {
   if ((st.valid & ZIP_STAT_SIZE) == 0 || (st.valid & ZIP_STAT_COMP_METHOD) == 0) {
     return Bad(what, "the directory gives no size or method");
   }
@@ -82,8 +81,8 @@ absl::StatusOr<std::map<std::string, std::vector<uint8_t>>> ReadNpzMembers(
   zip_error_fini(&error);
   const zip_int64_t entries = zip_get_num_entries(z.get(), 0);
   if (entries < 0 || static_cast<uint64_t>(entries) > kMaxNpzEntries) {
-    return Bad(path, absl::StrCat("the archive has ", entries, " entries; at most ",
-                                  kMaxNpzEntries, " are read"));
+    return Bad(path, absl::StrCat("the archive has ", entries, " entries; at most ", kMaxNpzEntries,
+                                  " are read"));
   }
   std::map<std::string, std::vector<uint8_t>> out;
   for (const std::string& name : wanted) {

@@ -27,8 +27,10 @@ struct Geometry {
 absl::StatusOr<Geometry> GeometryOf(const NpyArray& x, const std::string& name,
                                     DataSpec::ImageLayout layout) {
   const auto& s = x.shape;
-  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": x is a scalar; "
-                                                                "expected [N, ...] samples"));
+  if (s.empty())
+    return absl::InvalidArgumentError(absl::StrCat(name,
+                                                   ": x is a scalar; "
+                                                   "expected [N, ...] samples"));
   Geometry g;
   if (s.size() == 3) {
     g = {1, s[1], s[2], true, false};
@@ -86,12 +88,11 @@ absl::Status ReadInputs(const NpyArray& x, const std::string& name, const Geomet
   return absl::OkStatus();
 }
 
-absl::Status ReadLabels(const NpyArray& y, const std::string& name, int num_classes,
-                        Dataset& out) {
+absl::Status ReadLabels(const NpyArray& y, const std::string& name, int num_classes, Dataset& out) {
   if (!IsInteger(y.type)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: y has dtype %s; a classification job needs integer class labels", name,
-        NpyTypeName(y.type)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: y has dtype %s; a classification job needs integer class labels", name,
+                        NpyTypeName(y.type)));
   }
   if (y.shape.size() != 1 && !(y.shape.size() == 2 && y.shape[1] == 1)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -102,8 +103,8 @@ absl::Status ReadLabels(const NpyArray& y, const std::string& name, int num_clas
     const double v = NpyElement(y, i);
     if (v < 0 || v >= num_classes) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: label %.0f of sample %d is out of range; expected 0..%d (num_classes %d)", name,
-          v, i, num_classes - 1, num_classes));
+          "%s: label %.0f of sample %d is out of range; expected 0..%d (num_classes %d)", name, v,
+          i, num_classes - 1, num_classes));
     }
     out.labels[i] = static_cast<int32_t>(v);
   }
@@ -117,17 +118,17 @@ absl::Status ReadTargets(const NpyArray& y, const std::string& name, Dataset& ou
         absl::StrCat(name, ": y has dtype bool; regression targets are numbers"));
   }
   if (y.shape.empty() || y.shape.size() > 2 || (y.shape.size() == 2 && y.shape[1] == 0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: y has rank %d; regression targets are [N] or [N, k] with k >= 1", name,
-        y.shape.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: y has rank %d; regression targets are [N] or [N, k] with k >= 1", name,
+                        y.shape.size()));
   }
   const uint64_t k = y.shape.size() == 2 ? y.shape[1] : 1;
   out.targets.resize(y.shape[0] * k);
   for (uint64_t i = 0; i < out.targets.size(); ++i) {
     const double v = NpyElement(y, i);
     if (!std::isfinite(v) || !std::isfinite(static_cast<float>(v))) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: y holds a non-finite target in sample %d", name, i / k));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: y holds a non-finite target in sample %d", name, i / k));
     }
     out.targets[i] = static_cast<float>(v);
   }
@@ -144,25 +145,23 @@ absl::StatusOr<Dataset> FromPair(const Pair& p, DataSpec::ImageLayout layout, in
   return DatasetFromNpy(p.x, p.x_name, p.y, p.y_name, layout, classes);
 }
 
-absl::StatusOr<NumpySplits> LoadNpz(const DataSpec& spec, const DataAccess& access,
-                                    int classes) {
+absl::StatusOr<NumpySplits> LoadNpz(const DataSpec& spec, const DataAccess& access, int classes) {
   TAGI_ASSIGN_OR_RETURN(const MappedFile file,
                         MapDataFile("data.npz", spec.npz(), access, kMaxNumpyBytes));
   TAGI_ASSIGN_OR_RETURN(const auto members,
                         ReadNpzMembers(file.bytes(), spec.npz(),
-                                       {"x_train", "y_train", "x_test", "y_test"},
-                                       kMaxNumpyBytes));
+                                       {"x_train", "y_train", "x_test", "y_test"}, kMaxNumpyBytes));
   const bool has_test = members.count("x_test") + members.count("y_test") > 0;
   for (const char* name : {"x_train", "y_train"}) {
     if (members.count(name) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec.npz(), ": the archive has no ", name, ".npy (an NPZ data set holds x_train, "
-          "y_train and optionally x_test, y_test)"));
+      return absl::InvalidArgumentError(absl::StrCat(spec.npz(), ": the archive has no ", name,
+                                                     ".npy (an NPZ data set holds x_train, "
+                                                     "y_train and optionally x_test, y_test)"));
     }
   }
   if (has_test && members.count("x_test") + members.count("y_test") != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        spec.npz(), ": the archive has only one of x_test.npy and y_test.npy"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.npz(), ": the archive has only one of x_test.npy and y_test.npy"));
   }
   auto parse = [&](const char* name) -> absl::StatusOr<std::pair<NpyArray, std::string>> {
     const std::string what = absl::StrCat(spec.npz(), " member ", name, ".npy");
@@ -174,14 +173,14 @@ absl::StatusOr<NumpySplits> LoadNpz(const DataSpec& spec, const DataAccess& acce
   {
     TAGI_ASSIGN_OR_RETURN(auto x, parse("x_train"));
     TAGI_ASSIGN_OR_RETURN(auto y, parse("y_train"));
-    TAGI_ASSIGN_OR_RETURN(out.train, FromPair({x.first, y.first, x.second, y.second},
-                                              spec.layout(), classes));
+    TAGI_ASSIGN_OR_RETURN(out.train,
+                          FromPair({x.first, y.first, x.second, y.second}, spec.layout(), classes));
   }
   if (has_test) {
     TAGI_ASSIGN_OR_RETURN(auto x, parse("x_test"));
     TAGI_ASSIGN_OR_RETURN(auto y, parse("y_test"));
-    TAGI_ASSIGN_OR_RETURN(out.test, FromPair({x.first, y.first, x.second, y.second},
-                                             spec.layout(), classes));
+    TAGI_ASSIGN_OR_RETURN(out.test,
+                          FromPair({x.first, y.first, x.second, y.second}, spec.layout(), classes));
   }
   return out;
 }
@@ -189,10 +188,10 @@ absl::StatusOr<NumpySplits> LoadNpz(const DataSpec& spec, const DataAccess& acce
 absl::StatusOr<Dataset> LoadNpyPair(const std::string& x_field, const std::string& x_path,
                                     const std::string& y_field, const std::string& y_path,
                                     const DataSpec& spec, const DataAccess& access, int classes) {
-  TAGI_ASSIGN_OR_RETURN(const MappedFile xf, MapDataFile(x_field, x_path, access,
-                                                          kMaxNumpyBytes + kMaxNpyHeaderBytes));
-  TAGI_ASSIGN_OR_RETURN(const MappedFile yf, MapDataFile(y_field, y_path, access,
-                                                          kMaxNumpyBytes + kMaxNpyHeaderBytes));
+  TAGI_ASSIGN_OR_RETURN(const MappedFile xf,
+                        MapDataFile(x_field, x_path, access, kMaxNumpyBytes + kMaxNpyHeaderBytes));
+  TAGI_ASSIGN_OR_RETURN(const MappedFile yf,
+                        MapDataFile(y_field, y_path, access, kMaxNumpyBytes + kMaxNpyHeaderBytes));
   TAGI_ASSIGN_OR_RETURN(const NpyArray x, ParseNpy(xf.bytes(), x_path, kMaxNumpyBytes));
   TAGI_ASSIGN_OR_RETURN(const NpyArray y, ParseNpy(yf.bytes(), y_path, kMaxNumpyBytes));
   return DatasetFromNpy(x, x_path, y, y_path, spec.layout(), classes);
@@ -205,9 +204,9 @@ absl::StatusOr<Dataset> DatasetFromNpy(const NpyArray& x, const std::string& x_n
                                        DataSpec::ImageLayout layout, int num_classes) {
   TAGI_ASSIGN_OR_RETURN(const Geometry g, GeometryOf(x, x_name, layout));
   if (y.shape.empty() || y.shape[0] != x.shape[0]) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s holds %d samples but %s holds %s targets", x_name, x.shape[0], y_name,
-        y.shape.empty() ? std::string("no") : absl::StrCat(y.shape[0])));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s holds %d samples but %s holds %s targets", x_name, x.shape[0], y_name,
+                        y.shape.empty() ? std::string("no") : absl::StrCat(y.shape[0])));
   }
   if (x.shape[0] == 0) {
     return absl::InvalidArgumentError(absl::StrCat(x_name, ": no samples (N is 0)"));

@@ -37,15 +37,16 @@ absl::StatusOr<TrainTest> HoldOut(const Dataset& all, double fraction, uint64_t 
         "of the training samples to hold out");
   }
   if (!(fraction > 0.0 && fraction < 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data.holdout_fraction: ", fraction, "; expected a fraction in (0, 1) of the training "
-        "samples to hold out as the test set"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.holdout_fraction: ", fraction,
+                     "; expected a fraction in (0, 1) of the training "
+                     "samples to hold out as the test set"));
   }
   const size_t n = all.num_samples;
   if (n < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.holdout_fraction: the training set has ", n,
-                     " sample; holding some out needs at least 2"));
+    return absl::InvalidArgumentError(absl::StrCat("data.holdout_fraction: the training set has ",
+                                                   n,
+                                                   " sample; holding some out needs at least 2"));
   }
   const size_t n_test = std::clamp<size_t>(
       static_cast<size_t>(std::llround(fraction * static_cast<double>(n))), 1, n - 1);
@@ -68,8 +69,9 @@ Dataset TakeEvenly(Dataset d, size_t limit) {
 }
 
 uint64_t DatasetFingerprint(const Dataset& d) {
-  const uint64_t shape[] = {d.num_samples, d.input_dim, d.output_dim,
-                            static_cast<uint64_t>(d.num_classes), d.channels, d.height, d.width};
+  const uint64_t shape[] = {
+      d.num_samples, d.input_dim, d.output_dim, static_cast<uint64_t>(d.num_classes),
+      d.channels,    d.height,    d.width};
   uint64_t h = Fingerprint64(shape, sizeof(shape));
   h = Mix64(h ^ Fingerprint64(d.inputs.data(), d.inputs.size() * sizeof(float)));
   h = Mix64(h ^ Fingerprint64(d.targets.data(), d.targets.size() * sizeof(float)));
