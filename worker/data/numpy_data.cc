@@ -146,11 +146,14 @@ absl::StatusOr<Dataset> FromPair(const Pair& p, DataSpec::ImageLayout layout, in
 }
 
 absl::StatusOr<NumpySplits> LoadNpz(const DataSpec& spec, const DataAccess& access, int classes) {
-  TAGI_ASSIGN_OR_RETURN(const MappedFile file,
-                        MapDataFile("data.npz", spec.npz(), access, kMaxNumpyBytes));
-  TAGI_ASSIGN_OR_RETURN(const auto members,
-                        ReadNpzMembers(file.bytes(), spec.npz(),
-                                       {"x_train", "y_train", "x_test", "y_test"}, kMaxNumpyBytes));
+  std::map<std::string, std::vector<uint8_t>> members;
+  {  // the archive's pages go as soon as the members are out
+    TAGI_ASSIGN_OR_RETURN(const MappedFile file,
+                          MapDataFile("data.npz", spec.npz(), access, kMaxNumpyBytes));
+    TAGI_ASSIGN_OR_RETURN(members, ReadNpzMembers(file.bytes(), spec.npz(),
+                                                  {"x_train", "y_train", "x_test", "y_test"},
+                                                  kMaxNumpyBytes));
+  }
   const bool has_test = members.count("x_test") + members.count("y_test") > 0;
   for (const char* name : {"x_train", "y_train"}) {
     if (members.count(name) == 0) {
@@ -176,6 +179,8 @@ absl::StatusOr<NumpySplits> LoadNpz(const DataSpec& spec, const DataAccess& acce
     TAGI_ASSIGN_OR_RETURN(out.train,
                           FromPair({x.first, y.first, x.second, y.second}, spec.layout(), classes));
   }
+  members.erase("x_train");  // converted: its bytes are no longer needed
+  members.erase("y_train");
   if (has_test) {
     TAGI_ASSIGN_OR_RETURN(auto x, parse("x_test"));
     TAGI_ASSIGN_OR_RETURN(auto y, parse("y_test"));
