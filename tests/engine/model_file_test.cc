@@ -43,7 +43,7 @@ Architecture HsmArchitecture() {
 }
 
 Preprocessing SomePreprocessing() {
-  return {{1.0f, -2.5f, 3.25f}, {0.5f, 1.5f, 2.0f}, {10.0f, -0.125f}, {3.0f, 0.75f}};
+  return {{1.0f, -2.5f, 3.25f}, {0.5f, 1.5f, 2.0f}, {10.0f, -0.125f}, {3.0f, 0.75f}, {}};
 }
 
 // 2N floats with awkward bit patterns: signed zero, a subnormal, infinities,
@@ -257,12 +257,12 @@ TEST(ModelFile, StatisticsMustFitTheArchitecture) {
     Preprocessing prep;
     const char* message;  // nullptr: accepted
   } cases[] = {
-      {&regression, {{1, 2}, {1, 2}, {}, {}}, "2 input columns but the architecture has 3"},
-      {&regression, {{}, {}, {1, 2, 3}, {1, 2, 3}}, "3 target columns but the architecture has 2"},
-      {&regression, {{}, {}, {1, 2}, {1}}, "2 target means but 1 target standard deviations"},
-      {&classifier, {{}, {}, {1}, {1}}, "target statistics but the architecture has no target"},
-      {&classifier, {{0.5f}, {0.25f}, {}, {}}, nullptr},  // images: one scale for every pixel
-      {&regression, {{1, 2, 3}, {1, 2, 3}, {4}, {5}}, nullptr},
+      {&regression, {{1, 2}, {1, 2}, {}, {}, {}}, "2 input columns but the architecture has 3"},
+      {&regression, {{}, {}, {1, 2, 3}, {1, 2, 3}, {}}, "3 target columns but the architecture has 2"},
+      {&regression, {{}, {}, {1, 2}, {1}, {}}, "2 target means but 1 target standard deviations"},
+      {&classifier, {{}, {}, {1}, {1}, {}}, "target statistics but the architecture has no target"},
+      {&classifier, {{0.5f}, {0.25f}, {}, {}, {}}, nullptr},  // images: one scale for every pixel
+      {&regression, {{1, 2, 3}, {1, 2, 3}, {4}, {5}, {}}, nullptr},
   };
   for (const auto& c : cases) {
     const auto file =
