@@ -166,6 +166,14 @@ void CheckText(const JobSpec& spec, Problems& p) {
         {"data.train_csv", &d.train_csv()},
         {"data.test_csv", &d.test_csv()},
         {"data.cifar10_dir", &d.cifar10_dir()},
+        {"data.npz", &d.npz()},
+        {"data.train_x_npy", &d.train_x_npy()},
+        {"data.train_y_npy", &d.train_y_npy()},
+        {"data.test_x_npy", &d.test_x_npy()},
+        {"data.test_y_npy", &d.test_y_npy()},
+        {"data.train_dir", &d.train_dir()},
+        {"data.test_dir", &d.test_dir()},
+        {"data.label_column", &d.label_column()},
         {"init_from", &spec.init_from()}}) {
     if (auto st = CheckJobText(field, *value, kMaxDataPathBytes); !st.ok()) {
       p.AddRaw(std::string(st.message()));
@@ -196,17 +204,80 @@ void CheckHead(const JobSpec& spec, Problems& p) {
             k, DataSpec::Kind_Name(data), kImageClasses);
     }
     if (data == DataSpec::CSV || data == DataSpec::TOY_CUBIC) {
-      p.Add("head: classification needs labelled data (FASHION_MNIST, MNIST or CIFAR10), "
-            "not %s", DataSpec::Kind_Name(data));
+      p.Add("head: classification needs labelled data (FASHION_MNIST, MNIST, CIFAR10, NUMPY, "
+            "IMAGE_FOLDER or CSV_CLASSIFICATION), not %s", DataSpec::Kind_Name(data));
     }
   } else if (spec.head().has_regression()) {
-    if (image_data) {
-      p.Add("head: regression needs CSV or TOY_CUBIC data, not %s",
+    if (image_data || data == DataSpec::IMAGE_FOLDER || data == DataSpec::CSV_CLASSIFICATION) {
+      p.Add("head: regression needs CSV, TOY_CUBIC or NUMPY data, not %s",
             DataSpec::Kind_Name(data));
     }
   } else {
     p.Add("head: missing; expected {\"classification\": {\"numClasses\": K}} "
           "or {\"regression\": {}}");
+  }
+}
+
+void CheckNumpyData(const DataSpec& data, Problems& p) {
+  const bool npy = !data.train_x_npy().empty() || !data.train_y_npy().empty() ||
+                   !data.test_x_npy().empty() || !data.test_y_npy().empty();
+  if (!data.npz().empty() && npy) {
+    p.Add("data.npz: give either npz or the .npy paths, not both");
+  } else if (data.npz().empty()) {
+    if (data.train_x_npy().empty() || data.train_y_npy().empty()) {
+      p.Add("data.train_x_npy / data.train_y_npy: missing; NUMPY needs npz or both training "
+            ".npy files");
+    }
+    if (data.test_x_npy().empty() != data.test_y_npy().empty()) {
+      p.Add("data.test_x_npy / data.test_y_npy: give both or neither");
+    }
+  }
+  if (!DataSpec::ImageLayout_IsValid(data.layout())) p.Add("data.layout: unknown");
+}
+
+// The kinds that may lack a test set, and whether this spec names one (an
+// npz may hold one: only the file knows).
+bool MayHoldOut(const DataSpec& data) {
+  return data.kind() == DataSpec::NUMPY || data.kind() == DataSpec::IMAGE_FOLDER ||
+         data.kind() == DataSpec::CSV_CLASSIFICATION;
+}
+bool NamesTestSet(const DataSpec& data) {
+  switch (data.kind()) {
+    case DataSpec::NUMPY: return !data.test_x_npy().empty();
+    case DataSpec::IMAGE_FOLDER: return !data.test_dir().empty();
+    case DataSpec::CSV_CLASSIFICATION: return !data.test_csv().empty();
+    default: return true;
+  }
+}
+
+void CheckHoldout(const DataSpec& data, Problems& p) {
+  const float f = data.holdout_fraction();
+  if (f == 0.0f) {
+    if (MayHoldOut(data) && data.npz().empty() && !NamesTestSet(data)) {
+      p.Add("data.holdout_fraction: the job names no test set; give one, or a fraction in "
+            "(0, 1) of the training samples to hold out");
+    }
+    return;
+  }
+  if (!MayHoldOut(data)) {
+    p.Add("data.holdout_fraction: only NUMPY, IMAGE_FOLDER and CSV_CLASSIFICATION data hold "
+          "samples out, not %s", DataSpec::Kind_Name(data.kind()));
+  } else if (!(f > 0.0f && f < 1.0f)) {
+    p.Add("data.holdout_fraction: %g; expected a fraction in (0, 1)", f);
+  } else if (NamesTestSet(data)) {
+    p.Add("data.holdout_fraction: the job names a test set already; give one or the other");
+  }
+}
+
+// IMAGE_FOLDER images are fitted to the job's input shape.
+void CheckImageFolderInput(const JobSpec& job, Problems& p) {
+  if (job.data().kind() != DataSpec::IMAGE_FOLDER) return;
+  if (!job.has_input()) {
+    p.Add("input: missing; IMAGE_FOLDER images are fitted to it, so give input "
+          "{\"channels\": 1 or 3, \"height\": H, \"width\": W}");
+  } else if (job.input().channels() != 1 && job.input().channels() != 3) {
+    p.Add("input.channels: %d; IMAGE_FOLDER images are grey (1) or RGB (3)",
+          job.input().channels());
   }
 }
 
@@ -249,10 +320,28 @@ void CheckData(const DataSpec& data, Problems& p) {
               "data_batch_1.bin .. data_batch_5.bin and test_batch.bin");
       }
       break;
+    case DataSpec::NUMPY:
+      CheckNumpyData(data, p);
+      break;
+    case DataSpec::IMAGE_FOLDER:
+      if (data.train_dir().empty()) {
+        p.Add("data.train_dir: missing; IMAGE_FOLDER needs the folder with one sub-folder per "
+              "class");
+      }
+      if (!DataSpec::ImageFit_IsValid(data.image_fit())) p.Add("data.image_fit: unknown");
+      break;
+    case DataSpec::CSV_CLASSIFICATION:
+      if (data.train_csv().empty()) p.Add("data.train_csv: missing; CSV_CLASSIFICATION needs it");
+      if (data.label_column().empty() == !data.has_label_column_index()) {
+        p.Add("data.label_column / data.label_column_index: give exactly one (the label "
+              "column by header name, or by 0-based index)");
+      }
+      break;
     default:
       p.Add("data.kind: missing or unknown; expected one of FASHION_MNIST, "
-            "MNIST, CSV, TOY_CUBIC, CIFAR10");
+            "MNIST, CSV, TOY_CUBIC, CIFAR10, NUMPY, IMAGE_FOLDER, CSV_CLASSIFICATION");
   }
+  CheckHoldout(data, p);
 }
 
 // Crops and flips need image data laid out as an image.
@@ -261,9 +350,9 @@ void CheckAugment(const JobSpec& job, Problems& p) {
   const uint32_t pad = a.random_crop_padding();
   if (pad == 0 && !a.horizontal_flip()) return;
   const DataSpec::Kind kind = job.data().kind();
-  if (!IsImageData(kind)) {
-    p.Add("data.augment: crops and flips are for image data (FASHION_MNIST, MNIST or CIFAR10), "
-          "not %s", DataSpec::Kind_Name(kind));
+  if (!IsImageData(kind) && kind != DataSpec::NUMPY && kind != DataSpec::IMAGE_FOLDER) {
+    p.Add("data.augment: crops and flips are for image data (FASHION_MNIST, MNIST, CIFAR10, "
+          "NUMPY or IMAGE_FOLDER), not %s", DataSpec::Kind_Name(kind));
     return;
   }
   if (pad > kMaxCropPadding) {
@@ -273,7 +362,12 @@ void CheckAugment(const JobSpec& job, Problems& p) {
   if (job.has_input()) {
     shape = spec::Shape{job.input().channels(), job.input().height(), job.input().width()};
   }
-  if (!shape) return;
+  if (!shape) {
+    // NUMPY and IMAGE_FOLDER: only the job says the data is an image.
+    p.Add("data.augment: crops and flips need the image's shape; give input {\"channels\": C, "
+          "\"height\": H, \"width\": W}");
+    return;
+  }
   if (shape->h <= 1 || shape->w <= 1) {
     p.Add("data.augment: crops and flips need an image input (height and width > 1), but the "
           "input is %s; give input {\"channels\": C, \"height\": H, \"width\": W}",
@@ -403,6 +497,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (arch) CheckLayerNeeds(*arch, spec, p);
   CheckHead(spec, p);
   CheckData(spec.data(), p);
+  CheckImageFolderInput(spec, p);
   CheckAugment(spec, p);
   CheckTraining(spec, p);
   return p.ToStatus();

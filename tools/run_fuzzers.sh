@@ -13,7 +13,7 @@ seconds=${1:-60}
 build=${2:-build-fuzz}
 shift $(( $# < 2 ? $# : 2 ))
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(job_spec model_file snapshot idx csv store)
+[ ${#names[@]} -gt 0 ] || names=(job_spec model_file snapshot idx csv store npy npz image csv_label)
 
 # Longest input per target: a few times the largest seed, enough for every
 # field of the format, small enough to keep the runs fast.
@@ -21,6 +21,7 @@ max_len() {
   case "$1" in
     job_spec|store) echo 4096 ;;
     model_file|snapshot|idx) echo 2048 ;;
+    npz|image) echo 8192 ;;
     *) echo 1024 ;;
   esac
 }

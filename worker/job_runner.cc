@@ -137,16 +137,29 @@ class SnapshotUploader {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-// Every rank publishes its initial parameter fingerprint and compares it
-// with rank 0's (common/group_sync.h: O(world) store reads in all; every
-// rank equal to rank 0 means all agree). A rank that differs fails the
-// generation, which aborts the others.
-absl::Status VerifyReplicas(Store& store, const Assignment& a, uint64_t fingerprint,
-                            absl::Duration timeout) {
+// Every rank publishes the fingerprint of the data set it loaded and of its
+// initial parameters, and compares them with rank 0's (common/group_sync.h:
+// O(world) store reads in all; every rank equal to rank 0 means all agree).
+// A rank that differs fails the generation, which aborts the others; data
+// that differs (two hosts with different copies of a file) is named first,
+// with both fingerprints, as a FailedPrecondition: retrying will not help.
+absl::Status VerifyReplicas(Store& store, const Assignment& a, uint64_t data_fingerprint,
+                            uint64_t fingerprint, absl::Duration timeout) {
+  const std::string data = FingerprintHex(data_fingerprint);
   const std::string mine = FingerprintHex(fingerprint);
-  TAGI_ASSIGN_OR_RETURN(const std::string rank0, PublishAndReadRankZero(
-                                                     store, "replica",
-                                                     static_cast<int>(a.rank()), mine, timeout));
+  TAGI_ASSIGN_OR_RETURN(const std::string rank0_both,
+                        PublishAndReadRankZero(store, "replica", static_cast<int>(a.rank()),
+                                               absl::StrCat(data, "/", mine), timeout));
+  const size_t slash = rank0_both.find('/');
+  const std::string rank0_data = rank0_both.substr(0, slash);
+  if (rank0_data != data) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "data mismatch before the first step: rank 0 loaded a data set with fingerprint %s but "
+        "rank %d loaded %s; the hosts hold different copies of the job's data files (or "
+        "different builds read them differently)",
+        rank0_data, a.rank(), data));
+  }
+  const std::string rank0 = slash == std::string::npos ? "" : rank0_both.substr(slash + 1);
   if (rank0 != mine) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "replica mismatch before the first step: rank 0 holds parameters %s but rank %d holds "
@@ -237,10 +250,14 @@ absl::StatusOr<std::shared_ptr<const data::LoadedData>> Data(
     const tagi::v1::JobSpec& spec, DataCache* cache, const std::vector<std::string>& roots) {
   // Before the cache: a spec outside the roots never gets data, cached or not.
   if (!roots.empty()) TAGI_RETURN_IF_ERROR(data::CheckDataRoots(spec.data(), roots));
-  const std::string key = absl::StrCat(spec.data().SerializeAsString(), "/", spec.seed());
+  const data::LoadOptions load = data::LoadOptionsFor(spec, roots);
+  const std::string key =
+      absl::StrCat(spec.data().SerializeAsString(), "/", spec.seed(), "/", load.num_classes, "/",
+                   load.channels, "x", load.height, "x", load.width);
   if (cache != nullptr && cache->data != nullptr && cache->key == key) return cache->data;
   TAGI_RETURN_IF_ERROR(data::CheckDataFiles(spec.data()));
-  TAGI_ASSIGN_OR_RETURN(data::LoadedData loaded, data::LoadData(spec.data(), spec.seed()));
+  TAGI_ASSIGN_OR_RETURN(data::LoadedData loaded,
+                        data::LoadData(spec.data(), spec.seed(), load));
   auto shared = std::make_shared<const data::LoadedData>(std::move(loaded));
   if (cache != nullptr) *cache = {key, shared};
   return shared;
@@ -447,7 +464,8 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
                                          data.data.train.num_samples, &start));
   }
   TAGI_ASSIGN_OR_RETURN(const uint64_t fingerprint, model->ParameterFingerprint());
-  TAGI_RETURN_IF_ERROR(VerifyReplicas(store, a, fingerprint, options.connect_timeout));
+  TAGI_RETURN_IF_ERROR(
+      VerifyReplicas(store, a, data.fingerprint, fingerprint, options.connect_timeout));
   *in_group = true;  // from here on a failure is the group's, not the job's
   progress.set_group_seconds(absl::ToDoubleSeconds(clock.Now() - group_start));
 

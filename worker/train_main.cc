@@ -108,7 +108,8 @@ absl::Status RunEval(const Options& opt, const tagi::v1::JobSpec& spec) {
   // Standardise with the statistics stored in the model, not re-fitted ones.
   tagi::v1::DataSpec raw = spec.data();
   raw.set_standardize(false);
-  TAGI_ASSIGN_OR_RETURN(data::LoadedData d, data::LoadData(raw, spec.seed()));
+  TAGI_ASSIGN_OR_RETURN(data::LoadedData d,
+                        data::LoadData(raw, spec.seed(), data::LoadOptionsFor(spec)));
   if (d.data.test.input_dim != arch.input_width()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the data has %d inputs per sample but the model takes %d", d.data.test.input_dim,
@@ -166,7 +167,8 @@ absl::Status Finish(const Options& opt, const tagi::v1::JobSpec& spec,
 absl::Status RunSchedule(const Options& opt, const tagi::v1::JobSpec& spec, Clock& clock) {
   TAGI_ASSIGN_OR_RETURN(const std::vector<WorldStretch> schedule,
                         ParseWorldSchedule(opt.world_schedule));
-  TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
+  TAGI_ASSIGN_OR_RETURN(const data::LoadedData d,
+                        data::LoadData(spec.data(), spec.seed(), data::LoadOptionsFor(spec)));
   const absl::Time start = clock.Now();
   TAGI_ASSIGN_OR_RETURN(const ScheduleResult r, RunWorldSchedule(spec, d, schedule, clock));
   const double seconds = absl::ToDoubleSeconds(clock.Now() - start);
@@ -186,7 +188,8 @@ absl::Status RunSchedule(const Options& opt, const tagi::v1::JobSpec& spec, Cloc
 
 absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& clock) {
   if (!opt.world_schedule.empty()) return RunSchedule(opt, spec, clock);
-  TAGI_ASSIGN_OR_RETURN(const data::LoadedData d, data::LoadData(spec.data(), spec.seed()));
+  TAGI_ASSIGN_OR_RETURN(const data::LoadedData d,
+                        data::LoadData(spec.data(), spec.seed(), data::LoadOptionsFor(spec)));
   TAGI_ASSIGN_OR_RETURN(const int device, ParseDevice(spec.device()));
   TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, d, spec.batch_size(), device));
   const engine::Architecture& arch = model->architecture();
@@ -234,8 +237,10 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& 
   TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
   std::vector<float> state(model->num_state());
   TAGI_RETURN_IF_ERROR(model->ReadState(state));
+  // The data set's fingerprint: what the workers of a job compare.
   return Finish(opt, spec, arch, trainer.preprocessing(), parameters, state, last.test,
-                total_seconds, total_samples, "");
+                total_seconds, total_samples,
+                absl::StrFormat(",\"data_fingerprint\":\"%s\"", FingerprintHex(d.fingerprint)));
 }
 
 int Run(const Options& opt, Clock& clock) {

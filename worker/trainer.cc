@@ -7,6 +7,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
 #include "common/rng.h"
@@ -90,6 +91,21 @@ absl::Status CheckDataFitsModel(const data::LoadedData& d, const engine::Archite
     return absl::InvalidArgumentError(absl::StrFormat(
         "the data has %d inputs per sample but layers[0].in_features is %d", train.input_dim,
         arch.input_width()));
+  }
+  if (train.is_classification() &&
+      static_cast<uint32_t>(train.num_classes) != arch.head.num_classes) {
+    // An image folder's classes are its sub-folders.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the data has %d classes%s but head.classification.num_classes is %d",
+        train.num_classes,
+        train.class_names.empty()
+            ? ""
+            : absl::StrCat(" (", absl::StrJoin(train.class_names.begin(),
+                                                train.class_names.begin() +
+                                                    std::min<size_t>(train.class_names.size(), 8),
+                                                ", "),
+                           train.class_names.size() > 8 ? ", ..." : "", ")"),
+        arch.head.num_classes));
   }
   const size_t per_target = arch.head.units_per_target();
   if (!train.is_classification() && train.output_dim * per_target != arch.output_width()) {
@@ -373,7 +389,8 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate() {
 }
 
 engine::Preprocessing Trainer::preprocessing() const {
-  return {data_.input.mean, data_.input.stddev, data_.target.mean, data_.target.stddev};
+  return {data_.input.mean, data_.input.stddev, data_.target.mean, data_.target.stddev,
+          data_.data.train.class_names};
 }
 
 }  // namespace tagi

@@ -20,6 +20,7 @@ RUN apt-get update \
       ca-certificates cmake g++ make pkg-config \
       libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
       libgloo-dev libcpp-httplib-dev libmicrohttpd-dev prometheus-cpp-dev libopenblas-dev zlib1g-dev \
+      libzip-dev libpng-dev libjpeg62-turbo-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./

@@ -5,12 +5,13 @@
     mu, var = model.predict(x)                       # regression: [n][targets], data units
     probs = model.class_probabilities(x)             # classification, [n][K]
 
-The file format is worker/engine/model_file.h's (versions 1 and 2; all
+The file format is worker/engine/model_file.h's (versions 1 to 3; all
 little-endian, CRC-32 at the end): the architecture as a tagi.v1.Network,
 the input and target standardisation, the parameter arena [means][variances]
 (every layer's blocks depth first in layer order, packed: spec/plan.h) and
 the state arena (a batch norm's running mean, running variance and
-first-batch flag).
+first-batch flag); version 3 adds the class names (a model trained on an
+image folder: model.class_names, model.predict_names(x)).
 
 Heads (docs/heads.md): classification by hierarchical softmax (the output
 units are tree nodes) or ONE_HOT (the network ends with remax or
@@ -131,8 +132,9 @@ class Model:
     {"classification": {"numClasses": K, "output": "ONE_HOT"}} or
     {"regression": {"heteroscedastic": True}} (see one_hot, heteroscedastic)."""
 
-    def __init__(self, version, network, prep, mu, var, state):
+    def __init__(self, version, network, prep, mu, var, state, class_names=()):
         self.version = version
+        self.class_names = list(class_names)
         inp = network.get("input", {})
         self.input_shape = (int(inp.get("channels", 0)), int(inp.get("height", 1) or 1),
                             int(inp.get("width", 1) or 1))
@@ -245,6 +247,13 @@ class Model:
 
     def predict_classes(self, x, standardize=True):
         return np.argmax(self.class_probabilities(x, standardize), axis=1)
+
+    def predict_names(self, x, standardize=True):
+        """The class name of each sample's most probable class (a model whose file
+        stores names: one trained on an image folder)."""
+        if not self.class_names:
+            raise ValueError("this model file stores no class names")
+        return [self.class_names[k] for k in self.predict_classes(x, standardize)]
 
 
 def _run(layers, mu, var, planned):
@@ -537,8 +546,8 @@ def decode_model(data, what="model file"):
     if len(data) < 8 + 4 + 8 + 4 or data[:8] != MAGIC:
         raise ModelFileError(f"{what}: not a tagi model file (bad magic or too short)")
     version, body_len = struct.unpack("<IQ", data[8:20])
-    if version not in (1, 2):
-        raise ModelFileError(f"{what}: format version {version} is not supported (1 and 2 are)")
+    if version not in (1, 2, 3):
+        raise ModelFileError(f"{what}: format version {version} is not supported (1 to 3 are)")
     if body_len != len(data) - 24:
         raise ModelFileError(f"{what}: truncated or padded: body of {body_len} bytes announced, "
                              f"{len(data) - 24} present")
@@ -555,11 +564,21 @@ def decode_model(data, what="model file"):
     n = r.u64("parameter count")
     mu, var = r.floats(n, "parameter means"), r.floats(n, "parameter variances")
     state = np.zeros(0, dtype=np.float32)
-    if version == 2:
+    if version >= 2:
         state = r.floats(r.u64("state count"), "state")
+    names = []
+    if version == 3:
+        for _ in range(r.u32("class name count")):
+            n = r.u32("class name length")
+            if n == 0 or n > 255:
+                raise ModelFileError(f"{what}: a class name of {n} bytes (1..255 are allowed)")
+            names.append(r.take(n, "class name").decode("utf-8", errors="replace"))
     if r.at != len(r.data):
         raise ModelFileError(f"{what}: {len(r.data) - r.at} bytes after the state")
-    return Model(version, network, prep, mu, var, state)
+    model = Model(version, network, prep, mu, var, state, names)
+    if names and len(names) != model.num_classes:
+        raise ModelFileError(f"{what}: {len(names)} class names for {model.num_classes} classes")
+    return model
 
 
 def load_model(path):

@@ -329,7 +329,7 @@ TEST(JobSpec, Cifar10NeedsItsDirectoryTenClassesAndItsWidth) {
               HasSubstr("head.classification.num_classes: 16; the CIFAR10 data set has 10"));
   spec = Cifar10Spec();
   spec.mutable_head()->mutable_regression();
-  EXPECT_THAT(Problems(spec), HasSubstr("head: regression needs CSV or TOY_CUBIC data, not CIFAR10"));
+  EXPECT_THAT(Problems(spec), HasSubstr("head: regression needs CSV, TOY_CUBIC or NUMPY data, not CIFAR10"));
 }
 
 TEST(JobSpec, TheUnknownDataKindMessageListsCifar10) {
@@ -357,7 +357,8 @@ TEST(JobSpec, AugmentationIsForImageDataOnly) {
   JobSpec spec = CsvSpec();
   spec.mutable_data()->mutable_augment()->set_horizontal_flip(true);
   EXPECT_THAT(Problems(spec), HasSubstr("data.augment: crops and flips are for image data "
-                                        "(FASHION_MNIST, MNIST or CIFAR10), not CSV"));
+                                        "(FASHION_MNIST, MNIST, CIFAR10, NUMPY or "
+                                        "IMAGE_FOLDER), not CSV"));
 }
 
 TEST(JobSpec, AugmentationNeedsAnImageShapedInput) {
@@ -570,6 +571,57 @@ TEST(JobSpecHeads, HeteroscedasticRegressionNeedsTwoOutputsPerTargetAndNoNoise) 
   EXPECT_THAT(ValidateJobSpec(*csv).message(),
               HasSubstr("the last layer gives 2 outputs but the regression head needs 4 (a mean "
                         "and a noise unit per target)"));
+}
+
+TEST(JobSpec, NewDataKindsValidateWithTheirFields) {
+  JobSpec numpy = ValidSpec();
+  numpy.mutable_data()->Clear();
+  numpy.mutable_data()->set_kind(DataSpec::NUMPY);
+  numpy.mutable_data()->set_npz("/data/d.npz");
+  EXPECT_TRUE(ValidateJobSpec(numpy).ok()) << ValidateJobSpec(numpy);  // the npz may hold a test set
+  numpy.mutable_data()->set_train_x_npy("x.npy");
+  EXPECT_THAT(Problems(numpy), HasSubstr("give either npz or the .npy paths"));
+  numpy.mutable_data()->clear_npz();
+  EXPECT_THAT(Problems(numpy), AllOf(HasSubstr("data.train_x_npy / data.train_y_npy: missing"),
+                                     HasSubstr("names no test set")));
+  numpy.mutable_data()->set_train_y_npy("y.npy");
+  numpy.mutable_data()->set_holdout_fraction(1.0f);
+  EXPECT_THAT(Problems(numpy), HasSubstr("holdout_fraction: 1; expected a fraction in (0, 1)"));
+  numpy.mutable_data()->set_holdout_fraction(0.1f);
+  EXPECT_TRUE(ValidateJobSpec(numpy).ok()) << ValidateJobSpec(numpy);
+  numpy.mutable_head()->mutable_regression();
+  numpy.mutable_layers(2)->set_out_features(1);
+  EXPECT_TRUE(ValidateJobSpec(numpy).ok()) << ValidateJobSpec(numpy);  // NUMPY may regress
+
+  JobSpec images = ValidSpec();
+  images.mutable_data()->Clear();
+  images.mutable_data()->set_kind(DataSpec::IMAGE_FOLDER);
+  images.mutable_data()->set_train_dir("/data/pets");
+  images.mutable_data()->set_holdout_fraction(0.2f);
+  EXPECT_THAT(Problems(images), HasSubstr("input: missing; IMAGE_FOLDER images are fitted to it"));
+  images.mutable_input()->set_channels(2);
+  images.mutable_input()->set_height(28);
+  images.mutable_input()->set_width(28);
+  EXPECT_THAT(Problems(images), HasSubstr("input.channels: 2"));
+  images.mutable_input()->set_channels(1);
+  EXPECT_TRUE(ValidateJobSpec(images).ok()) << ValidateJobSpec(images);
+  images.mutable_data()->set_test_dir("/data/pets-test");
+  EXPECT_THAT(Problems(images), HasSubstr("names a test set already"));
+
+  JobSpec csv = ValidSpec();
+  csv.mutable_data()->Clear();
+  csv.mutable_data()->set_kind(DataSpec::CSV_CLASSIFICATION);
+  csv.mutable_data()->set_train_csv("t.csv");
+  csv.mutable_data()->set_test_csv("u.csv");
+  EXPECT_THAT(Problems(csv), HasSubstr("give exactly one"));
+  csv.mutable_data()->set_label_column("species");
+  EXPECT_TRUE(ValidateJobSpec(csv).ok()) << ValidateJobSpec(csv);
+  csv.mutable_head()->mutable_regression();
+  EXPECT_THAT(Problems(csv), HasSubstr("regression needs CSV, TOY_CUBIC or NUMPY data"));
+
+  JobSpec fmnist = ValidSpec();
+  fmnist.mutable_data()->set_holdout_fraction(0.5f);
+  EXPECT_THAT(Problems(fmnist), HasSubstr("only NUMPY, IMAGE_FOLDER and CSV_CLASSIFICATION"));
 }
 
 }  // namespace

@@ -256,7 +256,7 @@ TEST(Cifar10Loader, StandardisesBothSplitsWithTheFixedPerChannelValues) {
 
 TEST(Cifar10Loader, TheUnknownKindMessageListsCifar10) {
   DataSpec spec;
-  EXPECT_THAT(Message(CheckDataFiles(spec)), HasSubstr("TOY_CUBIC or CIFAR10"));
+  EXPECT_THAT(Message(CheckDataFiles(spec)), HasSubstr("TOY_CUBIC, CIFAR10"));
 }
 
 }  // namespace

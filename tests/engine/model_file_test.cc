@@ -44,7 +44,7 @@ Architecture HsmArchitecture() {
 }
 
 Preprocessing SomePreprocessing() {
-  return {{1.0f, -2.5f, 3.25f}, {0.5f, 1.5f, 2.0f}, {10.0f, -0.125f}, {3.0f, 0.75f}};
+  return {{1.0f, -2.5f, 3.25f}, {0.5f, 1.5f, 2.0f}, {10.0f, -0.125f}, {3.0f, 0.75f}, {}};
 }
 
 // 2N floats with awkward bit patterns: signed zero, a subnormal, infinities,
@@ -258,12 +258,12 @@ TEST(ModelFile, StatisticsMustFitTheArchitecture) {
     Preprocessing prep;
     const char* message;  // nullptr: accepted
   } cases[] = {
-      {&regression, {{1, 2}, {1, 2}, {}, {}}, "2 input columns but the architecture has 3"},
-      {&regression, {{}, {}, {1, 2, 3}, {1, 2, 3}}, "3 target columns but the architecture has 2"},
-      {&regression, {{}, {}, {1, 2}, {1}}, "2 target means but 1 target standard deviations"},
-      {&classifier, {{}, {}, {1}, {1}}, "target statistics but the architecture has no target"},
-      {&classifier, {{0.5f}, {0.25f}, {}, {}}, nullptr},  // images: one scale for every pixel
-      {&regression, {{1, 2, 3}, {1, 2, 3}, {4}, {5}}, nullptr},
+      {&regression, {{1, 2}, {1, 2}, {}, {}, {}}, "2 input columns but the architecture has 3"},
+      {&regression, {{}, {}, {1, 2, 3}, {1, 2, 3}, {}}, "3 target columns but the architecture has 2"},
+      {&regression, {{}, {}, {1, 2}, {1}, {}}, "2 target means but 1 target standard deviations"},
+      {&classifier, {{}, {}, {1}, {1}, {}}, "target statistics but the architecture has no target"},
+      {&classifier, {{0.5f}, {0.25f}, {}, {}, {}}, nullptr},  // images: one scale for every pixel
+      {&regression, {{1, 2, 3}, {1, 2, 3}, {4}, {5}, {}}, nullptr},
   };
   for (const auto& c : cases) {
     const auto file =
@@ -349,8 +349,9 @@ TEST(ModelFile, EverySingleBitFlipIsDetected) {
       std::string bad = bytes;
       bad[at] = static_cast<char>(bad[at] ^ (1 << bit));
       const auto file = Decode(bad);
-      // A changed version number reads as an unsupported version.
-      const bool in_version = at >= 8 && at < 12;
+      // A changed version number reads as an unsupported version, except
+      // 2 -> 3, a known one, whose body then lacks the class names.
+      const bool in_version = at >= 8 && at < 12 && !(at == 8 && bit == 0);
       EXPECT_EQ(file.status().code(), in_version ? absl::StatusCode::kFailedPrecondition
                                                  : absl::StatusCode::kDataLoss)
           << "byte " << at << " bit " << bit;
@@ -532,6 +533,43 @@ TEST(ModelFile, NonCanonicalArchitectureRecordIsDataLoss) {
   EXPECT_EQ(file.status().code(), absl::StatusCode::kDataLoss) << file.status();
   EXPECT_NE(file.status().message().find("not in its canonical form"), std::string::npos)
       << file.status();
+}
+
+}  // namespace
+}  // namespace tagi::engine
+
+namespace tagi::engine {
+namespace {
+
+TEST(ModelFile, ClassNamesRoundTripInVersion3AndNamelessModelsStayVersion2) {
+  const Architecture arch = HsmArchitecture();
+  const std::vector<float> params = AwkwardParameters(arch.num_parameters());
+  Preprocessing prep;
+  prep.class_names = {"ant", "bee", "cat"};
+  const std::string named = EncodeModelFile(arch, prep, params);
+  EXPECT_EQ(ReadU32(named, 8), kModelFileVersionWithClassNames);
+  const auto file = Decode(named);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->preprocessing.class_names, prep.class_names);
+  EXPECT_EQ(ReadU32(EncodeModelFile(arch, {}, params), 8), kModelFileVersion);
+
+  // As many names as classes, none empty or long, nothing after them.
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"a", "b"}, std::vector<std::string>{"a", "", "c"},
+        std::vector<std::string>{"a", "b", std::string(kMaxClassNameBytes + 1, 'x')}}) {
+    prep.class_names = names;
+    const auto bad = Decode(EncodeModelFile(arch, prep, params));
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << names.size();
+  }
+  std::string padded = named;
+  padded.insert(padded.size() - 4, "x");
+  // Fix the body length and CRC so only the extra byte is wrong.
+  const uint64_t body = padded.size() - kHeaderBytes - 4;
+  for (int i = 0; i < 8; ++i) padded[12 + i] = static_cast<char>((body >> (8 * i)) & 0xff);
+  FixCrc(padded);
+  EXPECT_NE(std::string(Decode(padded).status().message()).find("after its class names"),
+            std::string::npos)
+      << Decode(padded).status();
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "common/snapshot.h"
+#include "tests/data/data_files.h"
+#include "worker/data/image.h"
 #include "worker/engine/model_file.h"
 
 namespace {
@@ -166,6 +168,48 @@ void StorePrograms(const fs::path& dir) {
   Write(dir / "ascii", std::string(ascii, sizeof(ascii) - 1));
 }
 
+// NPY seeds: the first byte is npy_fuzz's options.
+void NpyFiles(const fs::path& dir) {
+  using tagi::data::testing::Npy;
+  using tagi::data::testing::Raw;
+  Write(dir / "f4_regression", std::string(1, '\x00') +
+                                   Npy("<f4", {3, 2}, Raw(std::vector<float>{1, 2, 3, 4, 5, 6})));
+  Write(dir / "u1_images_nhwc", std::string(1, '\x03') + Npy("|u1", {2, 2, 2, 1}, "abcdefgh"));
+  Write(dir / "i8_labels", std::string(1, '\x06') +
+                               Npy("<i8", {3}, Raw(std::vector<int64_t>{0, 1, 2})));
+  Write(dir / "f8_3d", std::string(1, '\x02') + Npy("<f8", {1, 2, 2}, std::string(32, '\0')));
+}
+
+void NpzFiles(const fs::path& dir) {
+  using tagi::data::testing::Npy;
+  using tagi::data::testing::Raw;
+  using tagi::data::testing::Zip;
+  const std::string x = Npy("<f4", {2, 2}, Raw(std::vector<float>{1, 2, 3, 4}));
+  const std::string y = Npy("<i8", {2}, Raw(std::vector<int64_t>{0, 1}));
+  Write(dir / "stored", Zip({{"x_train.npy", x}, {"y_train.npy", y}}, false));
+  Write(dir / "deflated",
+        Zip({{"x_train.npy", x}, {"y_train.npy", y}, {"x_test.npy", x}, {"y_test.npy", y}}, true));
+}
+
+// Image seeds: the first byte is image_fuzz's options.
+void ImageFiles(const fs::path& dir) {
+  tagi::data::Image grey{6, 4, 1, {}};
+  for (int i = 0; i < 24; ++i) grey.pixels.push_back(static_cast<uint8_t>(10 * i));
+  tagi::data::Image rgb{5, 5, 3, {}};
+  for (int i = 0; i < 75; ++i) rgb.pixels.push_back(static_cast<uint8_t>(3 * i));
+  Write(dir / "grey_png", std::string(1, '\x00') + tagi::data::EncodePng(grey));
+  Write(dir / "rgb_png_crop", std::string(1, '\x03') + tagi::data::EncodePng(rgb));
+  Write(dir / "grey_jpeg", std::string(1, '\x01') + tagi::data::EncodeJpeg(grey, 80));
+  Write(dir / "rgb_jpeg_crop", std::string(1, '\x02') + tagi::data::EncodeJpeg(rgb, 60));
+}
+
+// CSV label seeds: the first byte is csv_label_fuzz's options.
+void CsvLabelFiles(const fs::path& dir) {
+  Write(dir / "named", std::string(1, '\x33') + "a,y,b\n1,2,3\n4,0,6\n");
+  Write(dir / "index", std::string(1, '\x24') + "0.5,1\n-2,0\n");
+  Write(dir / "quoted_crlf", std::string(1, '\x13') + "\"x\",\"y\"\r\n1,1\r\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,5 +223,9 @@ int main(int argc, char** argv) {
   IdxFiles(root / "idx");
   CsvFiles(root / "csv");
   StorePrograms(root / "store");
+  NpyFiles(root / "npy");
+  NpzFiles(root / "npz");
+  ImageFiles(root / "image");
+  CsvLabelFiles(root / "csv_label");
   return 0;
 }

@@ -149,3 +149,58 @@ TEST_F(HostileDataTest, AFileInsideTheRootsThatIsNotDataShowsNoContent) {
 
 }  // namespace
 }  // namespace tagi::testing
+
+namespace tagi::testing {
+namespace {
+
+std::string KindJobJson(const std::string& data) {
+  return absl::Substitute(R"({
+  "name": "probe",
+  "input": {"channels": 1, "height": 4, "width": 4},
+  "layers": [{"kind": "LINEAR", "inFeatures": 16, "outFeatures": 3}],
+  "head": {"classification": {"numClasses": 3}},
+  "data": $0,
+  "noise": {"sigmaV": 1.0},
+  "batchSize": 4, "epochs": 1, "seed": 1, "worldSize": 1, "device": "cpu"
+})",
+                          data);
+}
+
+// The data kinds a user brings: the same roots, links refused, and the
+// readers' messages name the fault without the bytes.
+TEST_F(HostileDataTest, NewDataKindsStayInTheRootsAndShowNoContent) {
+  std::filesystem::create_directories(dir_.File("private/cls"));
+  const std::string secret = dir_.Write("private/shadow", kSecret);
+  dir_.Write("private/cls/x.png", kSecret);
+  const std::string roots = dir_.File("data");
+  std::filesystem::create_directories(roots + "/folder/a");
+  std::filesystem::create_symlink(secret, roots + "/link.npz");
+  std::filesystem::create_symlink(dir_.File("private/cls"), roots + "/folder/b");
+  const std::string inside = dir_.Write("data/shadow.npz", kSecret);
+  const std::string csv = dir_.Write("data/shadow.csv", "user,s3cr3t-hash\nroot,s3cr3t\n");
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(1));
+  StartWorker({"--data-root", roots});
+  ASSERT_TRUE(WaitForWorkers(1, "IDLE", absl::Seconds(20)));
+
+  const std::string link = FailedJobAsSeen(KindJobJson(absl::Substitute(
+      R"({"kind": "NUMPY", "npz": "$0/link.npz", "holdoutFraction": 0.5})", roots)));
+  EXPECT_THAT(link, HasSubstr("is outside the directories"));
+  const std::string npz = FailedJobAsSeen(KindJobJson(
+      absl::Substitute(R"({"kind": "NUMPY", "npz": "$0", "holdoutFraction": 0.5})", inside)));
+  EXPECT_THAT(npz, HasSubstr("not a readable NPZ file"));
+  const std::string folder = FailedJobAsSeen(KindJobJson(absl::Substitute(
+      R"({"kind": "IMAGE_FOLDER", "trainDir": "$0/folder", "holdoutFraction": 0.5})", roots)));
+  EXPECT_THAT(folder, HasSubstr("is a symlink"));
+  const std::string labels = FailedJobAsSeen(KindJobJson(absl::Substitute(
+      R"({"kind": "CSV_CLASSIFICATION", "trainCsv": "$0", "csvHasHeader": true,
+          "labelColumn": "y", "holdoutFraction": 0.5})",
+      csv)));
+  EXPECT_THAT(labels, HasSubstr("the header has no column named"));
+  for (const std::string& seen : {link, npz, folder, labels}) {
+    EXPECT_THAT(seen, Not(HasSubstr("s3cr3t")));
+    EXPECT_THAT(seen, Not(HasSubstr("root:")));
+  }
+}
+
+}  // namespace
+}  // namespace tagi::testing

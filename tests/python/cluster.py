@@ -21,7 +21,11 @@ def _die_with_parent():
 
 
 class Cluster:
-    def __init__(self, bindir, tmp, workers=2, world=2, coordinator_flags=(), worker_flags=()):
+    def __init__(self, bindir, tmp, workers=2, world=2, coordinator_flags=(), worker_flags=(),
+                 worker_dirs=None):
+        """worker_dirs: one directory per worker, its working directory and its
+        --data-root (default: every worker in this process's directory, root tmp),
+        so that a relative data path names a different file on each (two hosts)."""
         self.bindir = bindir
         self.tmp = tmp
         self.procs = []
@@ -45,14 +49,15 @@ class Cluster:
             raise RuntimeError("the coordinator wrote no port in 20 s")
         self.address = f"127.0.0.1:{port}"
         for i in range(workers):
+            cwd = worker_dirs[i] if worker_dirs else None
             self._start(f"worker{i + 1}", [
                 os.path.join(bindir, "tagi-worker"), "--coord", self.address, "--threads", "1",
                 "--connect-timeout", "20s", "--collective-timeout", "20s",
-                "--data-root", tmp, *worker_flags])
+                "--data-root", cwd or tmp, *worker_flags], cwd=cwd)
 
-    def _start(self, name, argv):
+    def _start(self, name, argv, cwd=None):
         log = open(os.path.join(self.tmp, name + ".log"), "wb")
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
                              stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         log.close()
         self.procs.append((name, p))

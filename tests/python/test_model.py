@@ -127,8 +127,8 @@ def test_damaged_files_are_refused_with_the_reason(cnn):
     with pytest.raises(ModelFileError, match="bad magic"):
         decode_model(b"NOTAMODEL" + blob[9:])
     future = bytearray(blob)
-    future[8] = 3
-    with pytest.raises(ModelFileError, match="version 3 is not supported"):
+    future[8] = 4
+    with pytest.raises(ModelFileError, match="version 4 is not supported"):
         decode_model(future)
 
 

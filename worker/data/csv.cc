@@ -151,7 +151,97 @@ class RowParser {
   Dataset data_;
 };
 
+// The label column's index, from the header when the label is named.
+absl::StatusOr<size_t> LabelIndex(const std::vector<std::string_view>& first,
+                                  const std::string& name, const CsvLabel& label,
+                                  bool has_header) {
+  if (label.index) {
+    if (*label.index >= first.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": label column index ", *label.index, " is past the last column (the first "
+          "line has ", first.size(), " columns, indices 0..", first.size() - 1, ")"));
+    }
+    return *label.index;
+  }
+  if (!has_header) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": the label column is named but the file has no header (set csv_has_header, or "
+        "give label_column_index)"));
+  }
+  for (size_t c = 0; c < first.size(); ++c) {
+    std::string_view field = Trim(first[c]);
+    if (field.size() >= 2 && field.front() == '"' && field.back() == '"') {
+      field = field.substr(1, field.size() - 2);
+    }
+    if (field == label.name) return c;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      name, ": the header has no column named \"", label.name, "\""));
+}
+
+absl::StatusOr<int32_t> ParseLabel(std::string_view field, int num_classes) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
+  if (ec != std::errc() || end != field.data() + field.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the label is not an integer (a field of ", field.size(), " characters)"));
+  }
+  if (v < 0 || v >= num_classes) {
+    return absl::InvalidArgumentError(absl::StrCat("label ", v, " is out of range; expected 0..",
+                                                   num_classes - 1, " (num_classes ",
+                                                   num_classes, ")"));
+  }
+  return static_cast<int32_t>(v);
+}
+
 }  // namespace
+
+absl::StatusOr<Dataset> ParseCsvClassification(std::string_view text, const std::string& name,
+                                               const CsvLabel& label, bool has_header,
+                                               int num_classes) {
+  std::vector<std::string_view> lines = Split(text, '\n');
+  while (!lines.empty() && Trim(lines.back()).empty()) lines.pop_back();
+  if (lines.empty() || (has_header && lines.size() == 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": no data rows"));
+  }
+  const std::vector<std::string_view> first = Split(lines[0], ',');
+  if (first.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": line 1 has ", first.size(), " column; a label and at least one feature are "
+        "needed"));
+  }
+  TAGI_ASSIGN_OR_RETURN(const size_t label_col, LabelIndex(first, name, label, has_header));
+  Dataset out;
+  out.num_classes = num_classes;
+  out.input_dim = first.size() - 1;
+  for (size_t i = has_header ? 1 : 0; i < lines.size(); ++i) {
+    const std::vector<std::string_view> fields = Split(lines[i], ',');
+    if (fields.size() != first.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": line ", i + 1, ": expected ",
+                                                     first.size(), " columns, found ",
+                                                     fields.size()));
+    }
+    for (size_t c = 0; c < fields.size(); ++c) {
+      const std::string_view field = Trim(fields[c]);
+      absl::Status st;
+      if (c == label_col) {
+        absl::StatusOr<int32_t> y = ParseLabel(field, num_classes);
+        if (y.ok()) out.labels.push_back(*y);
+        st = y.status();
+      } else {
+        absl::StatusOr<float> x = ParseField(field, false);
+        if (x.ok()) out.inputs.push_back(*x);
+        st = x.status();
+      }
+      if (!st.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": line ", i + 1, ", column ",
+                                                       c + 1, ": ", st.message()));
+      }
+    }
+    ++out.num_samples;
+  }
+  return out;
+}
 
 absl::StatusOr<Dataset> LoadCsvRegression(const std::string& path,
                                           size_t target_columns,

@@ -18,7 +18,9 @@
 #define TAGI_WORKER_DATA_CSV_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "worker/data/dataset.h"
@@ -31,6 +33,28 @@ namespace tagi::data {
 absl::StatusOr<Dataset> LoadCsvRegression(const std::string& path,
                                           size_t target_columns,
                                           bool has_header, size_t limit);
+
+// CSV classification: the same format, one column holds integer class
+// labels 0..num_classes-1 and every other column is a numeric feature.
+// The label column is named (`name`, which needs a header; a header field
+// may be wrapped in double quotes) or given by 0-based `index`.
+struct CsvLabel {
+  std::string name;
+  std::optional<size_t> index;
+};
+
+// Largest CSV file CSV_CLASSIFICATION reads.
+inline constexpr uint64_t kMaxCsvBytes = uint64_t{4} << 30;
+
+// Parses `text` (the file `name`) into a classification Dataset.
+// InvalidArgument naming `name`, the line and the column for a label that
+// is not an integer or out of range, a feature that is not a finite number,
+// a row of another width; and for a label column the header lacks or past
+// the last column, fewer than 2 columns, no data rows. Quotes no field.
+// REQUIRES: num_classes >= 1.
+absl::StatusOr<Dataset> ParseCsvClassification(std::string_view text, const std::string& name,
+                                               const CsvLabel& label, bool has_header,
+                                               int num_classes);
 
 }  // namespace tagi::data
 

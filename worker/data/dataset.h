@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tagi::data {
@@ -25,6 +26,14 @@ struct Dataset {
                                 // NaN = missing target
   std::vector<int32_t> labels;  // classification: [num_samples], each in
                                 // [0, num_classes)
+  // Image data: the (C, H, W) of one sample, inputs in CHW order; all 0
+  // when the reader does not know (flat data, or kinds that never set it).
+  uint32_t channels = 0;
+  uint32_t height = 0;
+  uint32_t width = 0;
+  // Classification data whose classes have names (an image folder's
+  // sub-folders): num_classes names, label i is class_names[i]; else empty.
+  std::vector<std::string> class_names;
   bool is_classification() const { return num_classes > 0; }
 };
 

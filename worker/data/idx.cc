@@ -252,6 +252,11 @@ absl::StatusOr<Dataset> LoadIdxClassification(const std::string& images,
   out.num_samples = n;
   out.input_dim = input_dim;
   out.num_classes = num_classes;
+  if (image_array.dims.size() == 3) {  // [n][rows][cols]: one-channel images
+    out.channels = 1;
+    out.height = image_array.dims[1];
+    out.width = image_array.dims[2];
+  }
   out.labels.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t label = label_array.data[i];

@@ -2,16 +2,22 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "common/rng.h"
 #include "worker/data/cifar10.h"
 #include "worker/data/csv.h"
+#include "worker/data/data_file.h"
 #include "worker/data/data_roots.h"
 #include "worker/data/idx.h"
+#include "worker/data/image_folder.h"
+#include "worker/data/numpy_data.h"
+#include "worker/data/split.h"
 #include "worker/data/toy.h"
 
 namespace tagi::data {
@@ -22,12 +28,29 @@ using tagi::v1::DataSpec;
 constexpr int kMnistClasses = 10;
 constexpr uint32_t kDefaultToyTrain = 20;
 constexpr uint32_t kDefaultToyTest = 100;
+// The held-out split's stream of the job seed (worker/trainer.h has
+// 101..103).
+constexpr uint64_t kHoldoutStream = 104;
 
 // A file the spec reads: the field that names it and the path to use.
 struct DataFile {
   std::string field;
   std::string path;
+  bool directory = false;
 };
+
+// The .npy files of a NUMPY spec without an npz: the training pair, and the
+// test pair when either test path is given.
+std::vector<DataFile> NumpyFilesOf(const DataSpec& spec) {
+  if (!spec.npz().empty()) return {{"data.npz", spec.npz()}};
+  std::vector<DataFile> files = {{"data.train_x_npy", spec.train_x_npy()},
+                                 {"data.train_y_npy", spec.train_y_npy()}};
+  if (!spec.test_x_npy().empty() || !spec.test_y_npy().empty()) {
+    files.push_back({"data.test_x_npy", spec.test_x_npy()});
+    files.push_back({"data.test_y_npy", spec.test_y_npy()});
+  }
+  return files;
+}
 
 std::string OrDefault(const std::string& path, const char* file_name) {
   if (!path.empty()) return path;
@@ -70,6 +93,14 @@ std::vector<DataFile> FilesOf(const DataSpec& spec) {
               {"data.test_csv", spec.test_csv()}};
     case DataSpec::CIFAR10:
       return Cifar10FilesOf(spec.cifar10_dir());
+    case DataSpec::NUMPY:
+      return NumpyFilesOf(spec);
+    case DataSpec::IMAGE_FOLDER:
+      if (spec.test_dir().empty()) return {{"data.train_dir", spec.train_dir(), true}};
+      return {{"data.train_dir", spec.train_dir(), true}, {"data.test_dir", spec.test_dir(), true}};
+    case DataSpec::CSV_CLASSIFICATION:
+      if (spec.test_csv().empty()) return {{"data.train_csv", spec.train_csv()}};
+      return {{"data.train_csv", spec.train_csv()}, {"data.test_csv", spec.test_csv()}};
     default:
       return {};
   }
@@ -83,7 +114,12 @@ std::string FileProblem(const DataFile& file, const std::string& kind_name) {
   }
   std::error_code ec;
   if (!std::filesystem::exists(file.path, ec)) {
-    return absl::StrCat(file.field, ": file ", file.path, " does not exist");
+    return absl::StrCat(file.field, ": ", file.directory ? "directory " : "file ", file.path,
+                        " does not exist");
+  }
+  if (file.directory) {
+    if (std::filesystem::is_directory(file.path, ec)) return "";
+    return absl::StrCat(file.field, ": ", file.path, " is not a directory");
   }
   if (!std::filesystem::is_regular_file(file.path, ec)) {
     return absl::StrCat(file.field, ": ", file.path, " is not a regular file");
@@ -139,6 +175,80 @@ absl::StatusOr<TrainTest> MakeToy(const DataSpec& spec, uint64_t job_seed) {
   return MakeCubicToy(job_seed, n_train, n_test);
 }
 
+// The test split of the new kinds: the given one, or held out.
+absl::StatusOr<TrainTest> WithTest(Dataset train, std::optional<Dataset> test,
+                                   const DataSpec& spec, uint64_t job_seed) {
+  TrainTest out;
+  if (test && spec.holdout_fraction() != 0.0f) {
+    return absl::InvalidArgumentError(
+        "data.holdout_fraction: the data has a test set already (the npz holds x_test and "
+        "y_test); give one or the other");
+  }
+  if (test) {
+    out = {std::move(train), *std::move(test)};
+  } else {
+    TAGI_ASSIGN_OR_RETURN(out, HoldOut(train, spec.holdout_fraction(),
+                                       DeriveSeed(job_seed, kHoldoutStream)));
+  }
+  out.train = TakeEvenly(std::move(out.train), spec.train_limit());
+  out.test = TakeEvenly(std::move(out.test), spec.test_limit());
+  return out;
+}
+
+absl::StatusOr<TrainTest> LoadNumpyKind(const DataSpec& spec, uint64_t job_seed,
+                                        const LoadOptions& options) {
+  TAGI_ASSIGN_OR_RETURN(NumpySplits s,
+                        LoadNumpy(spec, DataAccess{options.roots}, options.num_classes));
+  return WithTest(std::move(s.train), std::move(s.test), spec, job_seed);
+}
+
+absl::StatusOr<TrainTest> LoadImageFolderKind(const DataSpec& spec, uint64_t job_seed,
+                                              const LoadOptions& options) {
+  if ((options.channels != 1 && options.channels != 3) || options.height == 0 ||
+      options.width == 0) {
+    return absl::InvalidArgumentError(
+        "input: IMAGE_FOLDER data needs the job's input shape with 1 (grey) or 3 (RGB) "
+        "channels");
+  }
+  const ImageShape shape{options.channels, options.height, options.width};
+  const DataAccess access{options.roots};
+  TAGI_ASSIGN_OR_RETURN(
+      Dataset train, LoadImageFolder("data.train_dir", spec.train_dir(), access, shape,
+                                     spec.image_fit(), {}));
+  std::optional<Dataset> test;
+  if (!spec.test_dir().empty()) {
+    TAGI_ASSIGN_OR_RETURN(test, LoadImageFolder("data.test_dir", spec.test_dir(), access, shape,
+                                                spec.image_fit(), train.class_names));
+  }
+  return WithTest(std::move(train), std::move(test), spec, job_seed);
+}
+
+absl::StatusOr<Dataset> LoadCsvLabelled(const std::string& field, const std::string& path,
+                                        const DataSpec& spec, const LoadOptions& options) {
+  if (options.num_classes < 1) {
+    return absl::InvalidArgumentError(
+        "head: CSV_CLASSIFICATION data needs a classification head");
+  }
+  TAGI_ASSIGN_OR_RETURN(const MappedFile file,
+                        MapDataFile(field, path, DataAccess{options.roots}, kMaxCsvBytes));
+  const std::string_view text(reinterpret_cast<const char*>(file.bytes().data()),
+                              file.bytes().size());
+  CsvLabel label{spec.label_column(), std::nullopt};
+  if (spec.has_label_column_index()) label.index = spec.label_column_index();
+  return ParseCsvClassification(text, path, label, spec.csv_has_header(), options.num_classes);
+}
+
+absl::StatusOr<TrainTest> LoadCsvClassificationKind(const DataSpec& spec, uint64_t job_seed,
+                                                    const LoadOptions& options) {
+  TAGI_ASSIGN_OR_RETURN(Dataset train,
+                        LoadCsvLabelled("data.train_csv", spec.train_csv(), spec, options));
+  std::optional<Dataset> test;
+  if (!spec.test_csv().empty()) {
+    TAGI_ASSIGN_OR_RETURN(test, LoadCsvLabelled("data.test_csv", spec.test_csv(), spec, options));
+  }
+  return WithTest(std::move(train), std::move(test), spec, job_seed);
+}
+
 absl::Status CheckShapes(const TrainTest& data) {
   if (data.train.input_dim != data.test.input_dim ||
       data.train.output_dim != data.test.output_dim) {
@@ -160,6 +270,8 @@ Standardizer InputMap(DataSpec::Kind kind, const Dataset& train) {
     case DataSpec::CIFAR10:
       return PerChannel(kCifar10Mean, kCifar10Stddev, kCifar10Side * kCifar10Side);
     default:
+      // Images (NUMPY image arrays, IMAGE_FOLDER): one scalar, as for IDX.
+      if (train.channels > 0) return FitScalar(train.inputs);
       return FitColumns(train.inputs, train.input_dim);
   }
 }
@@ -191,7 +303,8 @@ absl::Status CheckDataFiles(const DataSpec& spec) {
       !DataSpec::Kind_IsValid(spec.kind())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.kind: unspecified or unknown (", static_cast<int>(spec.kind()),
-        "); expected FASHION_MNIST, MNIST, CSV, TOY_CUBIC or CIFAR10"));
+        "); expected FASHION_MNIST, MNIST, CSV, TOY_CUBIC, CIFAR10, NUMPY, IMAGE_FOLDER or "
+        "CSV_CLASSIFICATION"));
   }
   // A CIFAR-10 directory that is not there is one problem, not six.
   const std::string& dir = spec.cifar10_dir();
@@ -222,10 +335,31 @@ absl::Status CheckDataRoots(const DataSpec& spec, const std::vector<std::string>
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoadedData> LoadData(const DataSpec& spec, uint64_t job_seed) {
+LoadOptions LoadOptionsFor(const tagi::v1::JobSpec& job, std::vector<std::string> roots) {
+  LoadOptions options;
+  options.roots = std::move(roots);
+  if (job.head().has_classification()) {
+    options.num_classes = static_cast<int>(job.head().classification().num_classes());
+  }
+  if (job.has_input()) {
+    options.channels = job.input().channels();
+    options.height = job.input().height();
+    options.width = job.input().width();
+  }
+  return options;
+}
+
+absl::StatusOr<LoadedData> LoadData(const DataSpec& spec, uint64_t job_seed,
+                                    const LoadOptions& options) {
   TAGI_RETURN_IF_ERROR(CheckDataFiles(spec));
   TrainTest data;
-  if (spec.kind() == DataSpec::FASHION_MNIST || spec.kind() == DataSpec::MNIST) {
+  if (spec.kind() == DataSpec::NUMPY) {
+    TAGI_ASSIGN_OR_RETURN(data, LoadNumpyKind(spec, job_seed, options));
+  } else if (spec.kind() == DataSpec::IMAGE_FOLDER) {
+    TAGI_ASSIGN_OR_RETURN(data, LoadImageFolderKind(spec, job_seed, options));
+  } else if (spec.kind() == DataSpec::CSV_CLASSIFICATION) {
+    TAGI_ASSIGN_OR_RETURN(data, LoadCsvClassificationKind(spec, job_seed, options));
+  } else if (spec.kind() == DataSpec::FASHION_MNIST || spec.kind() == DataSpec::MNIST) {
     TAGI_ASSIGN_OR_RETURN(data, LoadIdxPair(spec));
   } else if (spec.kind() == DataSpec::CSV) {
     TAGI_ASSIGN_OR_RETURN(data, LoadCsvPair(spec));
@@ -236,10 +370,16 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec, uint64_t job_seed) {
     TAGI_ASSIGN_OR_RETURN(data, MakeToy(spec, job_seed));
   }
   TAGI_RETURN_IF_ERROR(CheckShapes(data));
+  const uint64_t fingerprint =
+      Mix64(DatasetFingerprint(data.train) ^ Mix64(DatasetFingerprint(data.test)));
+  LoadedData out;
   if (spec.has_standardize() && !spec.standardize()) {
-    return LoadedData{std::move(data), Standardizer{}, Standardizer{}};
+    out = LoadedData{std::move(data), Standardizer{}, Standardizer{}};
+  } else {
+    out = Standardize(std::move(data), spec.kind());
   }
-  return Standardize(std::move(data), spec.kind());
+  out.fingerprint = fingerprint;
+  return out;
 }
 
 }  // namespace tagi::data

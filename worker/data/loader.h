@@ -10,11 +10,19 @@
 //    20 training and 100 test points.
 //  - CIFAR10: the binary files under cifar10_dir (see cifar10.h); inputs
 //    3x32x32 in CHW order, 10 classes.
+//  - NUMPY: numpy_data.h; IMAGE_FOLDER: image_folder.h (the job's input
+//    shape and image_fit); CSV_CLASSIFICATION: csv.h. Without a test set
+//    (no test files / test_dir / test_csv) holdout_fraction of the training
+//    samples is held out (split.h). These kinds read their files under
+//    LoadOptions::roots without a window between check and open
+//    (data_file.h), take their class count from the job's head, and their
+//    limits keep evenly spaced samples (split.h TakeEvenly).
 // train_limit / test_limit (0: all) cap the number of samples of each split.
 //
 // When spec.standardize is unset or true, inputs are standardised with
 // statistics of the training split (one scalar mean/std for the IDX images,
-// per-column for CSV and toy data; CIFAR-10 uses the data set's fixed
+// also for NUMPY image arrays and IMAGE_FOLDER; per-column for CSV, toy
+// data and flat NUMPY arrays; CIFAR-10 uses the data set's fixed
 // per-channel mean and std instead, as a per-column map of 3072 entries)
 // and so are regression targets (per-column); the test split gets the same
 // maps. Otherwise the returned standardizers are empty (identity).
@@ -42,7 +50,21 @@ struct LoadedData {
   Standardizer input;   // applied to the inputs of both splits
   Standardizer target;  // applied to regression targets; empty for
                         // classification
+  // DatasetFingerprint of both splits as loaded (before standardising):
+  // workers compare it before training (the replica check).
+  uint64_t fingerprint = 0;
 };
+
+// What the new kinds need from the job and the worker.
+struct LoadOptions {
+  std::vector<std::string> roots;  // empty: read anywhere (tagi-train)
+  int num_classes = 0;             // the head's classes; 0: a regression head
+  // The job's input shape (all 0: none given); IMAGE_FOLDER needs it.
+  uint32_t channels = 0, height = 0, width = 0;
+};
+
+// The options of `job`'s head and input, with `roots`.
+LoadOptions LoadOptionsFor(const tagi::v1::JobSpec& job, std::vector<std::string> roots = {});
 
 // "/usr/share/datasets/fashion-mnist".
 std::string DefaultFashionMnistDir();
@@ -61,7 +83,7 @@ absl::Status CheckDataRoots(const tagi::v1::DataSpec& spec, const std::vector<st
 
 // Loads (or generates) both splits and standardises them as described above.
 absl::StatusOr<LoadedData> LoadData(const tagi::v1::DataSpec& spec,
-                                    uint64_t job_seed);
+                                    uint64_t job_seed, const LoadOptions& options = {});
 
 }  // namespace tagi::data
 

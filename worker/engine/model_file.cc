@@ -113,6 +113,27 @@ absl::StatusOr<Architecture> GetArchitectureV2(ByteReader& r) {
   return arch;
 }
 
+// Version 3's class names: one per class of a classification head.
+absl::Status GetClassNames(ByteReader& r, ModelFile& file) {
+  TAGI_ASSIGN_OR_RETURN(const uint32_t k, r.GetU32("class name count"));
+  const auto& head = file.architecture.head;
+  if (head.kind != HeadKind::kClassification || k != head.num_classes) {
+    return absl::DataLossError(absl::StrFormat(
+        "model file holds %d class names for a head of %d classes", k,
+        head.kind == HeadKind::kClassification ? head.num_classes : 0));
+  }
+  for (uint32_t i = 0; i < k; ++i) {
+    TAGI_ASSIGN_OR_RETURN(std::string name, r.GetString("class name", kMaxClassNameBytes));
+    if (name.empty()) return absl::DataLossError("model file holds an empty class name");
+    file.preprocessing.class_names.push_back(std::move(name));
+  }
+  if (r.remaining() != 0) {
+    return absl::DataLossError(
+        absl::StrFormat("model file has %d bytes after its class names", r.remaining()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DecodeBody(ByteReader& r, uint32_t version, ModelFile& file) {
   if (version == 1) {
     TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitectureV1(r));
@@ -132,7 +153,10 @@ absl::Status DecodeBody(ByteReader& r, uint32_t version, ModelFile& file) {
   }
   const uint64_t s = version == 1 ? 0 : file.architecture.num_state();
   const size_t state_header = version == 1 ? 0 : sizeof(uint64_t);
-  if (2 * n * sizeof(float) + state_header + s * sizeof(float) != r.remaining()) {
+  const size_t names_min = version == kModelFileVersionWithClassNames ? sizeof(uint32_t) : 0;
+  const uint64_t arrays = 2 * n * sizeof(float) + state_header + s * sizeof(float);
+  if (version == kModelFileVersionWithClassNames ? arrays + names_min > r.remaining()
+                                                 : arrays != r.remaining()) {
     return absl::DataLossError(absl::StrFormat(
         "model file has %d bytes of parameters and state; expected %d", r.remaining(),
         2 * n * sizeof(float) + state_header + s * sizeof(float)));
@@ -146,7 +170,9 @@ absl::Status DecodeBody(ByteReader& r, uint32_t version, ModelFile& file) {
         "model file holds %d state values but its architecture has %d", state, s));
   }
   file.state.resize(s);
-  return r.GetF32Array("state", file.state);
+  TAGI_RETURN_IF_ERROR(r.GetF32Array("state", file.state));
+  if (version != kModelFileVersionWithClassNames) return absl::OkStatus();
+  return GetClassNames(r, file);
 }
 
 }  // namespace
@@ -164,10 +190,15 @@ std::string EncodeModelFile(const Architecture& arch, const Preprocessing& prep,
   body.PutF32Array(parameters);
   body.PutU64(state.size());
   body.PutF32Array(state);
+  const bool names = !prep.class_names.empty();
+  if (names) {
+    body.PutU32(static_cast<uint32_t>(prep.class_names.size()));
+    for (const std::string& name : prep.class_names) body.PutString(name);
+  }
 
   ByteWriter file;
   file.PutBytes(kMagic, sizeof(kMagic));
-  file.PutU32(kModelFileVersion);
+  file.PutU32(names ? kModelFileVersionWithClassNames : kModelFileVersion);
   file.PutU64(body.data().size());
   file.PutBytes(body.data().data(), body.data().size());
   file.PutU32(Crc32(file.data().data(), file.data().size()));
@@ -181,10 +212,11 @@ absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes) {
   }
   ByteReader header(bytes.subspan(sizeof(kMagic)));
   TAGI_ASSIGN_OR_RETURN(const uint32_t version, header.GetU32("format version"));
-  if (version != 1 && version != kModelFileVersion) {
+  if (version != 1 && version != kModelFileVersion &&
+      version != kModelFileVersionWithClassNames) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "model file format version %d is not supported (this build reads 1 and %d)", version,
-        kModelFileVersion));
+        "model file format version %d is not supported (this build reads 1 to %d)", version,
+        kModelFileVersionWithClassNames));
   }
   TAGI_ASSIGN_OR_RETURN(const uint64_t body_len, header.GetU64("body length"));
   if (body_len != bytes.size() - kHeaderBytes - kTrailerBytes) {

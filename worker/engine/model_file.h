@@ -10,7 +10,10 @@
 //          4 x (u32 count, f32[count])  input mean/std, target mean/std
 //          u64 N, f32[N] means, f32[N] variances (the model's arena)
 //          u64 S, f32[S] state (e.g. running statistics, in plan order)
+//          version 3 only: u32 K, K x (u32 n, n bytes) class names
 //   u32 CRC-32 of every byte before it
+// A model with class names (trained on an image folder) is written as
+// version 3; one without them as version 2, byte for byte as before.
 // Version 1 files (a flat layer list: u32 count, then per layer u8 kind,
 // u32 in, u32 out, f32 slope; u8 head kind, u32 classes; no state) still
 // load: their input is flat, as wide as the first layer.
@@ -34,6 +37,8 @@
 namespace tagi::engine {
 
 inline constexpr uint32_t kModelFileVersion = 2;
+inline constexpr uint32_t kModelFileVersionWithClassNames = 3;
+inline constexpr size_t kMaxClassNameBytes = 255;
 inline constexpr size_t kMaxArchitectureBytes = size_t{1} << 20;
 inline constexpr size_t kMaxModelFileBytes = size_t{16} << 30;
 
@@ -45,6 +50,10 @@ struct Preprocessing {
   std::vector<float> input_std;
   std::vector<float> target_mean;
   std::vector<float> target_std;
+  // Classification: the name of each class (label i is class_names[i]),
+  // or empty when the data has no names. Non-empty names of at most
+  // kMaxClassNameBytes, as many as the head's classes.
+  std::vector<std::string> class_names;
   bool operator==(const Preprocessing&) const = default;
 };
 
