@@ -13,7 +13,8 @@ and 95 % predictive intervals, overall and on each half of the input range
 (from the model file, predicted with the Python package).
 
   bench/heads_compare.py [--build build] [--epochs 3] [--train-limit N] [--threads 1]
-                         [--skip-torch] [--skip-classification] [--skip-regression]
+                         [--heads hsm,remax,cfs] [--skip-torch] [--skip-classification]
+                         [--skip-regression]
 Needs Debian's python3-torch for the PyTorch column (not installed by make deps).
 """
 import argparse
@@ -183,6 +184,8 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--train-limit", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--heads", default="hsm,remax,cfs",
+                   help="comma-separated subset of hsm, remax, cfs")
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--skip-classification", action="store_true")
     p.add_argument("--skip-regression", action="store_true")
@@ -192,9 +195,12 @@ def main():
     if not a.skip_classification:
         cfs = json.load(open(os.path.join(ROOT, "examples/fmnist_cnn_remax.json")))
         cfs["layers"][-1] = {"closedFormSoftmax": {}}
-        heads = [("hierarchical softmax", "fmnist_cnn.json", {}),
-                 ("Remax", "fmnist_cnn_remax.json", {}),
-                 ("closed-form softmax", "fmnist_cnn_remax.json", {"layers": cfs["layers"]})]
+        heads = [("hierarchical softmax", "fmnist_cnn.json", {}, "hsm"),
+                 ("Remax", "fmnist_cnn_remax.json", {}, "remax"),
+                 ("closed-form softmax", "fmnist_cnn_remax.json", {"layers": cfs["layers"]},
+                  "cfs")]
+        wanted = set(a.heads.split(","))
+        heads = [h[:3] for h in heads if h[3] in wanted]
         results = []
         for name, example, edit in heads:
             rows, seconds = tagi_classification(bin_dir, example, name.replace(" ", "-"), edit,

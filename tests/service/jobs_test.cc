@@ -232,7 +232,7 @@ TEST_F(ServiceJobs, CudaJobWaitsForAGpuWorkerWhileCpuWorkersRunCpuJobs) {
   const auto waiting = GetJob(gpu);
   ASSERT_TRUE(waiting.has_value());
   EXPECT_EQ(waiting->state(), tagi::v1::PENDING);
-  EXPECT_THAT(waiting->reason(), HasSubstr("waiting for 1 idle cuda workers"));
+  EXPECT_THAT(waiting->reason(), HasSubstr("waiting for 1 idle cuda worker"));
   EXPECT_EQ(waiting->generation(), 0u) << "placed on a CPU worker";
   EXPECT_TRUE(WaitForWorkers(2, "IDLE", absl::Seconds(10)));
   const ProcessResult cancel = Ctl({"cancel", gpu});
