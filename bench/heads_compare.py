@@ -198,12 +198,14 @@ def main():
         heads = [("hierarchical softmax", "fmnist_cnn.json", {}, "hsm"),
                  ("Remax", "fmnist_cnn_remax.json", {}, "remax"),
                  ("closed-form softmax", "fmnist_cnn_remax.json", {"layers": cfs["layers"]},
-                  "cfs")]
+                  "cfs"),
+                 ("closed-form softmax (sigma_v 0.2)", "fmnist_cnn_remax.json",
+                  {"layers": cfs["layers"], "noise": {"sigmaV": 0.2}}, "cfs")]
         wanted = set(a.heads.split(","))
         heads = [h[:3] for h in heads if h[3] in wanted]
         results = []
         for name, example, edit in heads:
-            rows, seconds = tagi_classification(bin_dir, example, name.replace(" ", "-"), edit,
+            rows, seconds = tagi_classification(bin_dir, example, re.sub(r"\W+", "-", name), edit,
                                                 a.epochs, a.train_limit, a.threads, tmp)
             results.append(("TAGI " + name, rows, seconds))
             print_classification(results[-1:])

@@ -426,14 +426,15 @@ def _remax(lp, mu, var):
 
 def _closed_form_softmax(lp, mu, var):
     """CLOSED_FORM_SOFTMAX over each sample's units (heads.h ClosedFormSoftmaxRow;
-    TAGI_CNN.md 9.2): not renormalised; shifted by the row's largest mean, which
-    changes none of the moments (it keeps exp from overflowing)."""
+    TAGI_CNN.md 9.2): not renormalised; shifted by the row's largest mu + var / 2,
+    which changes none of the moments and keeps every mu_e at most 1 (exp does not
+    overflow for large output variances)."""
     shape = mu.shape
     m = mu.reshape(len(mu), -1)
     v = var.reshape(len(var), -1)
-    m = m - m.max(axis=1, keepdims=True)
+    m = m - (m + 0.5 * v).max(axis=1, keepdims=True)
     mu_e = np.exp(m + 0.5 * v)
-    var_e = np.exp(2.0 * m + v) * np.expm1(v)
+    var_e = mu_e * mu_e * np.expm1(v)
     mu_s = mu_e.sum(axis=1, keepdims=True)
     ml_s, vl_s = _log_normal(mu_s, var_e.sum(axis=1, keepdims=True))
     c = np.log1p(mu_e * np.expm1(v) / mu_s)  # = var_e / (mu_s mu_e), finite where mu_e underflows

@@ -161,6 +161,24 @@ TEST(ClosedFormSoftmax, AUnitFarBelowTheLargestVanishesInsteadOfTurningNan) {
   EXPECT_EQ(mu[1], 0.0f);
 }
 
+TEST(ClosedFormSoftmax, LargeOutputVariancesStayFiniteAndMatchTheReference) {
+  // Output variances of 40 to 60 (the MNIST CNN's reach 100 at
+  // initialisation): exp(2 mu + v) (exp(v) - 1) overflows a float at v > 44;
+  // the row is computed in double, its results fit a float.
+  const std::vector<float> mz = {1.0f, -3.0f, 4.0f, 0.5f};
+  const std::vector<float> vz = {60.0f, 45.0f, 50.0f, 40.0f};
+  const NaiveMoments want = NaiveClosedFormSoftmax(D(mz), D(vz));
+  std::vector<float> mu(4), var(4), jcb(4);
+  heads::ClosedFormSoftmaxRow(mz.data(), vz.data(), 4, mu.data(), var.data(), jcb.data());
+  for (size_t j = 0; j < 4; ++j) {
+    ASSERT_TRUE(std::isfinite(want.mu[j]) && std::isfinite(want.var[j])) << j;
+    ASSERT_TRUE(std::isfinite(mu[j]) && std::isfinite(var[j]) && std::isfinite(jcb[j])) << j;
+    ExpectRel(mu[j], want.mu[j], 1e-5, "mu");
+    ExpectRel(var[j], want.var[j], 1e-5, "var");
+    ExpectRel(jcb[j], want.jcb[j], 1e-5, "jcb");
+  }
+}
+
 TEST(ClosedFormSoftmax, MeansAreNotRenormalised) {
   // The reference's quirk (TAGI_CNN.md Q12), kept: the means need not sum to 1.
   const std::vector<float> mz = {0.0f, 2.0f};

@@ -91,38 +91,51 @@ TAGI_HOST_DEVICE void RemaxRow(const float* mu_z, const float* var_z, size_t k, 
 }
 
 // CLOSED_FORM_SOFTMAX over one sample's k units: E = exp(Z) log-normal,
-// A_j = E_j / sum E by log-normal matching, not renormalised. The units are
-// shifted by their largest mean first: every moment below is invariant to a
-// common shift of mu_z (E and its sum scale alike), and without it exp
-// overflows once a mean passes about 88.
+// A_j = E_j / sum E by log-normal matching, not renormalised. Two changes
+// from the reference's float code, neither changing the maths:
+//  - the units are shifted by the largest mu_z + var_z / 2 first: every
+//    moment below is invariant to a common shift of mu_z (E and its sum
+//    scale alike), and then every mu_E is at most 1;
+//  - the row is computed in double: var_E = mu_E^2 (exp(var_z) - 1) grows
+//    like exp(var_z), and a network's output variances reach 100 and more
+//    (the MNIST CNN at its initialisation: median 18, largest 120), which
+//    overflows a float and turned the whole model to NaN within an epoch;
+// Neither changes a number the reference computes where it stays finite.
+// What remains (docs/heads.md): the log-normal moments themselves are not
+// bounded; when a row's output variances differ widely (var_z 120 next to
+// 20) the matched mean of the lower one is about e^100, past a float, and
+// training goes NaN. The MNIST CNN at sigma_v 0.05 gets there in its
+// first epoch; at sigma_v 0.2 it trains.
+// var_E / (mu_S mu_E) is taken as mu_E (exp(v) - 1) / mu_S, so a unit far
+// below the largest (mu_E underflowing to 0) gives c = 0, not 0 / 0.
 TAGI_HOST_DEVICE void ClosedFormSoftmaxRow(const float* mu_z, const float* var_z, size_t k,
                                            float* mu_a, float* var_a, float* jcb) {
-  float shift = mu_z[0];
-  for (size_t j = 1; j < k; ++j) shift = mu_z[j] > shift ? mu_z[j] : shift;
-  float mu_s = 0.0f;
-  float var_s = 0.0f;
-  for (size_t j = 0; j < k; ++j) {
-    const float m = mu_z[j] - shift;
-    const float v = var_z[j];
-    mu_s += expf(m + 0.5f * v);
-    var_s += expf(2.0f * m + v) * expm1f(v);
+  double shift = mu_z[0] + 0.5 * var_z[0];
+  for (size_t j = 1; j < k; ++j) {
+    const double top = mu_z[j] + 0.5 * var_z[j];
+    shift = top > shift ? top : shift;
   }
-  const float vl_s = LogVariance(mu_s, var_s);
-  const float ml_s = LogMean(mu_s, vl_s);
+  double mu_s = 0.0;
+  double var_s = 0.0;
   for (size_t j = 0; j < k; ++j) {
-    const float m = mu_z[j] - shift;
-    const float v = var_z[j];
-    // var_E / mu_E = mu_E (exp(v) - 1): written so, a unit far below the
-    // largest (mu_E underflowing to 0) gives c = 0, not 0 / 0 (NaN, which
-    // then spread to every parameter in one step).
-    const float mu_e = expf(m + 0.5f * v);
-    const float c = log1pf(mu_e * expm1f(v) / mu_s);
-    const float ml_a = m - ml_s;
-    const float vl_a = v + vl_s - 2.0f * c;
-    const float mu = expf(ml_a + 0.5f * vl_a);
-    mu_a[j] = mu;
-    var_a[j] = expm1f(vl_a) * mu * mu;
-    jcb[j] = mu * (v - c) / v;
+    const double v = var_z[j];
+    const double mu_e = exp(mu_z[j] - shift + 0.5 * v);
+    mu_s += mu_e;
+    var_s += mu_e * mu_e * expm1(v);
+  }
+  const double vl_s = log1p(var_s / (mu_s * mu_s));
+  const double ml_s = log(mu_s) - 0.5 * vl_s;
+  for (size_t j = 0; j < k; ++j) {
+    const double m = mu_z[j] - shift;
+    const double v = var_z[j];
+    const double mu_e = exp(m + 0.5 * v);
+    const double c = log1p(mu_e * expm1(v) / mu_s);
+    const double ml = m - ml_s;
+    const double vl = v + vl_s - 2.0 * c;
+    const double mu = exp(ml + 0.5 * vl);
+    mu_a[j] = static_cast<float>(mu);
+    var_a[j] = static_cast<float>(expm1(vl) * mu * mu);
+    jcb[j] = static_cast<float>(mu * (v - c) / v);
   }
 }
 
