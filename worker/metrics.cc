@@ -7,6 +7,8 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -36,6 +38,54 @@ Family<Gauge>& GaugeFamily(prometheus::Registry& r, const std::string& name,
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
 
+// The gauges set after each epoch: which jobs have each (their series is
+// made at the first epoch that sets it) and where its value comes from.
+enum class EpochJobs { kAll, kClassification, kRegression };
+struct EpochGauge {
+  const char* name;
+  const char* help;
+  EpochJobs jobs;
+  double (*value)(const EpochMetrics&);
+};
+constexpr EpochGauge kEpochGauges[] = {
+    {"tagi_worker_train_accuracy",
+     "Training accuracy of the last epoch on this rank's batches (classification).",
+     EpochJobs::kClassification, [](const EpochMetrics& m) { return m.train_accuracy; }},
+    {"tagi_worker_test_accuracy", "Test accuracy after the last epoch (classification).",
+     EpochJobs::kClassification, [](const EpochMetrics& m) { return m.test.accuracy; }},
+    {"tagi_worker_test_log_likelihood",
+     "Average predictive log-likelihood per test sample after the last epoch.", EpochJobs::kAll,
+     [](const EpochMetrics& m) { return m.test.log_likelihood; }},
+    {"tagi_worker_test_rmse", "Test RMSE after the last epoch (regression).",
+     EpochJobs::kRegression, [](const EpochMetrics& m) { return m.test.rmse; }},
+    {"tagi_worker_sigma_v", "Observation noise sigma_v used in the last epoch.", EpochJobs::kAll,
+     [](const EpochMetrics& m) { return static_cast<double>(m.sigma_v); }},
+    {"tagi_worker_test_ece",
+     "Expected calibration error of the test predictions after the last epoch (15 bins of the "
+     "top probability; classification).",
+     EpochJobs::kClassification, [](const EpochMetrics& m) { return m.test.ece; }},
+    {"tagi_worker_test_nll",
+     "Negative log-likelihood per test sample (per observed target for regression) after the "
+     "last epoch.",
+     EpochJobs::kAll, [](const EpochMetrics& m) { return m.test.nll; }},
+    {"tagi_worker_test_brier",
+     "Brier score per test sample after the last epoch (classification).",
+     EpochJobs::kClassification, [](const EpochMetrics& m) { return m.test.brier; }},
+    {"tagi_worker_test_coverage_68",
+     "Share of test targets inside the central 68 % predictive interval after the last epoch "
+     "(regression).",
+     EpochJobs::kRegression, [](const EpochMetrics& m) { return m.test.coverage_68; }},
+    {"tagi_worker_test_coverage_95",
+     "Share of test targets inside the central 95 % predictive interval after the last epoch "
+     "(regression).",
+     EpochJobs::kRegression, [](const EpochMetrics& m) { return m.test.coverage_95; }},
+    {"tagi_worker_test_predictive_std",
+     "Mean predictive standard deviation of the test targets after the last epoch "
+     "(regression).",
+     EpochJobs::kRegression, [](const EpochMetrics& m) { return m.test.mean_std; }},
+};
+constexpr size_t kNumEpochGauges = std::size(kEpochGauges);
+
 }  // namespace
 
 struct WorkerMetricsState {
@@ -48,17 +98,7 @@ struct WorkerMetricsState {
     Counter* allreduce_bytes = nullptr;
     Counter* steps = nullptr;
     Gauge* epoch = nullptr;
-    Gauge* train_accuracy = nullptr;
-    Gauge* test_accuracy = nullptr;
-    Gauge* test_log_likelihood = nullptr;
-    Gauge* test_rmse = nullptr;
-    Gauge* sigma_v = nullptr;
-    Gauge* test_ece = nullptr;
-    Gauge* test_nll = nullptr;
-    Gauge* test_brier = nullptr;
-    Gauge* test_coverage_68 = nullptr;
-    Gauge* test_coverage_95 = nullptr;
-    Gauge* test_predictive_std = nullptr;
+    std::array<Gauge*, kNumEpochGauges> epoch_gauges{};  // as kEpochGauges
   };
 
   WorkerMetricsState()
@@ -84,40 +124,14 @@ struct WorkerMetricsState {
                   .Register(*registry)),
         epoch(GaugeFamily(*registry, "tagi_worker_epoch",
                           "Number (1-based) of the last finished epoch; 0 before the first.")),
-        train_accuracy(GaugeFamily(*registry, "tagi_worker_train_accuracy",
-                                   "Training accuracy of the last epoch on this rank's "
-                                   "batches (classification).")),
-        test_accuracy(GaugeFamily(*registry, "tagi_worker_test_accuracy",
-                                  "Test accuracy after the last epoch (classification).")),
-        test_log_likelihood(GaugeFamily(*registry, "tagi_worker_test_log_likelihood",
-                                        "Average predictive log-likelihood per test sample "
-                                        "after the last epoch.")),
-        test_rmse(GaugeFamily(*registry, "tagi_worker_test_rmse",
-                              "Test RMSE after the last epoch (regression).")),
-        sigma_v(GaugeFamily(*registry, "tagi_worker_sigma_v",
-                            "Observation noise sigma_v used in the last epoch.")),
-        test_ece(GaugeFamily(*registry, "tagi_worker_test_ece",
-                             "Expected calibration error of the test predictions after the "
-                             "last epoch (15 bins of the top probability; classification).")),
-        test_nll(GaugeFamily(*registry, "tagi_worker_test_nll",
-                             "Negative log-likelihood per test sample (per observed target "
-                             "for regression) after the last epoch.")),
-        test_brier(GaugeFamily(*registry, "tagi_worker_test_brier",
-                               "Brier score per test sample after the last epoch "
-                               "(classification).")),
-        test_coverage_68(GaugeFamily(*registry, "tagi_worker_test_coverage_68",
-                                     "Share of test targets inside the central 68 % "
-                                     "predictive interval after the last epoch (regression).")),
-        test_coverage_95(GaugeFamily(*registry, "tagi_worker_test_coverage_95",
-                                     "Share of test targets inside the central 95 % "
-                                     "predictive interval after the last epoch (regression).")),
-        test_predictive_std(GaugeFamily(*registry, "tagi_worker_test_predictive_std",
-                                        "Mean predictive standard deviation of the test "
-                                        "targets after the last epoch (regression).")),
         connected(GaugeFamily(*registry, "tagi_worker_coordinator_connected",
                               "1 while the session stream to the coordinator is open and "
                               "heard, else 0.")
-                      .Add({})) {}
+                      .Add({})) {
+    for (size_t i = 0; i < kNumEpochGauges; ++i) {
+      epoch_families[i] = &GaugeFamily(*registry, kEpochGauges[i].name, kEpochGauges[i].help);
+    }
+  }
 
   template <typename T>
   static void Drop(Family<T>& family, T*& metric) {
@@ -131,17 +145,9 @@ struct WorkerMetricsState {
     Drop(allreduce_bytes, series.allreduce_bytes);
     Drop(steps, series.steps);
     Drop(epoch, series.epoch);
-    Drop(train_accuracy, series.train_accuracy);
-    Drop(test_accuracy, series.test_accuracy);
-    Drop(test_log_likelihood, series.test_log_likelihood);
-    Drop(test_rmse, series.test_rmse);
-    Drop(sigma_v, series.sigma_v);
-    Drop(test_ece, series.test_ece);
-    Drop(test_nll, series.test_nll);
-    Drop(test_brier, series.test_brier);
-    Drop(test_coverage_68, series.test_coverage_68);
-    Drop(test_coverage_95, series.test_coverage_95);
-    Drop(test_predictive_std, series.test_predictive_std);
+    for (size_t i = 0; i < kNumEpochGauges; ++i) {
+      Drop(*epoch_families[i], series.epoch_gauges[i]);
+    }
   }
 
   absl::Mutex mu;
@@ -153,17 +159,7 @@ struct WorkerMetricsState {
   Family<Counter>& allreduce_bytes;
   Family<Counter>& steps;
   Family<Gauge>& epoch;
-  Family<Gauge>& train_accuracy;
-  Family<Gauge>& test_accuracy;
-  Family<Gauge>& test_log_likelihood;
-  Family<Gauge>& test_rmse;
-  Family<Gauge>& sigma_v;
-  Family<Gauge>& test_ece;
-  Family<Gauge>& test_nll;
-  Family<Gauge>& test_brier;
-  Family<Gauge>& test_coverage_68;
-  Family<Gauge>& test_coverage_95;
-  Family<Gauge>& test_predictive_std;
+  std::array<Family<Gauge>*, kNumEpochGauges> epoch_families{};  // as kEpochGauges
   Gauge& connected;
   bool is_connected ABSL_GUARDED_BY(mu) = false;
   prometheus::Labels labels ABSL_GUARDED_BY(mu);
@@ -204,25 +200,15 @@ void WorkerMetrics::RecordEpoch(const EpochMetrics& m) {
   WorkerMetricsState& s = *state_;
   absl::MutexLock lock(&s.mu);
   if (s.series.epoch == nullptr) return;
-  auto gauge = [&s](Family<Gauge>& family, Gauge*& g) -> Gauge& {
-    if (g == nullptr) g = &family.Add(s.labels);
-    return *g;
-  };
   s.series.epoch->Set(static_cast<double>(m.epoch + 1));
-  if (s.classification) {
-    gauge(s.train_accuracy, s.series.train_accuracy).Set(m.train_accuracy);
-    gauge(s.test_accuracy, s.series.test_accuracy).Set(m.test.accuracy);
-    gauge(s.test_ece, s.series.test_ece).Set(m.test.ece);
-    gauge(s.test_brier, s.series.test_brier).Set(m.test.brier);
-  } else {
-    gauge(s.test_rmse, s.series.test_rmse).Set(m.test.rmse);
-    gauge(s.test_coverage_68, s.series.test_coverage_68).Set(m.test.coverage_68);
-    gauge(s.test_coverage_95, s.series.test_coverage_95).Set(m.test.coverage_95);
-    gauge(s.test_predictive_std, s.series.test_predictive_std).Set(m.test.mean_std);
+  const EpochJobs kind = s.classification ? EpochJobs::kClassification : EpochJobs::kRegression;
+  for (size_t i = 0; i < kNumEpochGauges; ++i) {
+    const EpochGauge& g = kEpochGauges[i];
+    if (g.jobs != EpochJobs::kAll && g.jobs != kind) continue;
+    Gauge*& series = s.series.epoch_gauges[i];
+    if (series == nullptr) series = &s.epoch_families[i]->Add(s.labels);
+    series->Set(g.value(m));
   }
-  gauge(s.test_nll, s.series.test_nll).Set(m.test.nll);
-  gauge(s.test_log_likelihood, s.series.test_log_likelihood).Set(m.test.log_likelihood);
-  gauge(s.sigma_v, s.series.sigma_v).Set(m.sigma_v);
 }
 
 void WorkerMetrics::SetCoordinatorConnected(bool connected) {
