@@ -179,6 +179,25 @@ TEST(ClosedFormSoftmax, LargeOutputVariancesStayFiniteAndMatchTheReference) {
   }
 }
 
+TEST(ClosedFormSoftmax, AUnitWhoseMomentsOverflowPassesNoInnovation) {
+  // Output variances 120 and 20 side by side: the log-normal mean of the
+  // second unit is about e^100, past a float. Its jcb is 0 (and its output
+  // update is zero, OneHotDeltas below), so no 0 * inf reaches the weights.
+  const std::vector<float> mz = {0.0f, 0.0f};
+  const std::vector<float> vz = {120.0f, 20.0f};
+  std::vector<float> mu(2), var(2), jcb(2);
+  heads::ClosedFormSoftmaxRow(mz.data(), vz.data(), 2, mu.data(), var.data(), jcb.data());
+  ASSERT_FALSE(std::isfinite(mu[1]) && std::isfinite(var[1])) << "no overflow to test";
+  EXPECT_EQ(jcb[1], 0.0f);
+  for (const float j : jcb) EXPECT_TRUE(std::isfinite(j));
+  const int32_t label = 1;
+  float dmu[2], dvar[2];
+  OneHotDeltas({mu.data(), var.data()}, 1, 2, &label, 0.05f, {dmu, dvar});
+  EXPECT_EQ(dmu[1], 0.0f);
+  EXPECT_EQ(dvar[1], 0.0f);
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(std::isfinite(dmu[i]) && std::isfinite(dvar[i])) << i;
+}
+
 TEST(ClosedFormSoftmax, MeansAreNotRenormalised) {
   // The reference's quirk (TAGI_CNN.md Q12), kept: the means need not sum to 1.
   const std::vector<float> mz = {0.0f, 2.0f};

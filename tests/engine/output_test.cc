@@ -56,6 +56,21 @@ TEST(RegressionDeltas, ANanTargetMasksOnlyThatOutput) {
   EXPECT_EQ(dvar[3], 0.0f);
 }
 
+TEST(RegressionDeltas, AnOutputThatOverflowedGivesZeroDeltas) {
+  // A finite gain on an infinite mean would give inf (or NaN) innovations.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float mu[] = {kInf, -kInf, 1.0f};
+  const float var[] = {0.5f, 0.5f, 0.5f};
+  const float y[] = {1.0f, 1.0f, 0.0f};
+  float dmu[3], dvar[3];
+  RegressionDeltas({mu, var}, y, 3, 0.5f, {dmu, dvar});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(dmu[i], 0.0f) << i;
+    EXPECT_EQ(dvar[i], 0.0f) << i;
+  }
+  EXPECT_FLOAT_EQ(dmu[2], -1.0f / 0.75f);
+}
+
 TEST(RegressionDeltas, ANonFiniteGainGivesZeroDeltas) {
   // var_a + V = 0: k = 1/0 is not finite.
   const float mu[] = {0.5f, 0.5f};

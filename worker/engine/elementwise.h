@@ -109,15 +109,17 @@ TAGI_HOST_DEVICE Moments Relu(float mu, float var) {
 }
 
 // Innovation of one observed output with noise variance var_v; zero when
-// the target is masked (NaN) or the gain is not finite.
+// the target is masked (NaN), the gain is not finite, or the output is not
+// (an output that overflowed teaches nothing rather than NaN everywhere).
 TAGI_HOST_DEVICE void Observe(float mu, float var, float y, float var_v, float* dmu, float* dvar) {
   const float k = 1.0f / (var + var_v);
-  if (isnan(y) || !isfinite(k)) {
+  const float d = k * (y - mu);
+  if (isnan(y) || !isfinite(k) || !isfinite(d)) {
     *dmu = 0.0f;
     *dvar = 0.0f;
     return;
   }
-  *dmu = k * (y - mu);
+  *dmu = d;
   *dvar = -k;
 }
 

@@ -135,7 +135,12 @@ TAGI_HOST_DEVICE void ClosedFormSoftmaxRow(const float* mu_z, const float* var_z
     const double mu = exp(ml + 0.5 * vl);
     mu_a[j] = static_cast<float>(mu);
     var_a[j] = static_cast<float>(expm1(vl) * mu * mu);
-    jcb[j] = static_cast<float>(mu * (v - c) / v);
+    // A unit whose moments overflowed passes no innovation back (its
+    // output update is zero too: elementwise.h Observe), as the reference
+    // zeroes a non-finite gain; otherwise 0 * inf spread NaN to every
+    // parameter in one step.
+    const float j_float = static_cast<float>(mu * (v - c) / v);
+    jcb[j] = isfinite(j_float) && isfinite(mu_a[j]) && isfinite(var_a[j]) ? j_float : 0.0f;
   }
 }
 
