@@ -229,8 +229,12 @@ absl::Status RunTrain(const Options& opt, const tagi::v1::JobSpec& spec, Clock& 
     if (spec.head().has_classification()) {
       train_acc = absl::StrFormat("train accuracy %.2f%%  ", 100.0 * last.train_accuracy);
     }
-    std::fprintf(stderr, "%s  %s%s  sigma_v %g  %s samples/s  %.2f s\n", label.c_str(),
-                 train_acc.c_str(), MetricsText(spec, last.test).c_str(), last.sigma_v,
+    // A heteroscedastic head learns its noise: no sigma_v to show.
+    const std::string noise = spec.head().regression().heteroscedastic()
+                                  ? std::string("noise learned")
+                                  : absl::StrFormat("sigma_v %g", last.sigma_v);
+    std::fprintf(stderr, "%s  %s%s  %s  %s samples/s  %.2f s\n", label.c_str(), train_acc.c_str(),
+                 MetricsText(spec, last.test).c_str(), noise.c_str(),
                  HumanCount(last.samples_per_second).c_str(), last.seconds);
   }
   std::vector<float> parameters(2 * model->num_parameters());
