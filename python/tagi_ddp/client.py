@@ -221,6 +221,20 @@ def epoch_summary(epoch, classification):
             f"{100 * e.test_coverage_68:.1f}% 95% {100 * e.test_coverage_95:.1f}%")
 
 
+def history(job):
+    """The job's per-epoch metrics as plain dicts (a list, oldest first, ready for
+    pandas.DataFrame): epoch, train_accuracy, test_accuracy, test_rmse,
+    test_log_likelihood, test_nll, test_ece, test_brier, test_coverage_68,
+    test_coverage_95, test_mean_std, sigma_v, seconds (every field, zeros included)."""
+    rows = []
+    for e in job.progress.epochs:
+        row = json_format.MessageToDict(e, preserving_proto_field_name=True,
+                                        including_default_value_fields=True)
+        row["epoch"] = int(row["epoch"])  # a uint64, which the JSON mapping writes as text
+        rows.append(row)
+    return rows
+
+
 def describe(job):
     """One line about a job: "job-1 RUNNING epoch 2/3 step 40/100 850 samples/s", and the
     last finished epoch's test metrics (epoch_summary)."""

@@ -201,3 +201,17 @@ def test_describe_shows_the_calibration_metrics():
                             test_coverage_95=0.945)
     assert describe(job) == ("job-8 SUCCEEDED test RMSE 0.5120 NLL 0.8000 coverage 68% 67.0% "
                              "95% 94.5%")
+
+
+def test_history_gives_every_epochs_metrics_as_plain_dicts():
+    from tagi_ddp._stubs import jobs_pb2
+    from tagi_ddp.client import history
+    job = jobs_pb2.Job(id="job-9", state=jobs_pb2.RUNNING)
+    job.progress.epochs.add(epoch=1, test_accuracy=0.8, test_ece=0.05, test_brier=0.3)
+    job.progress.epochs.add(epoch=2, test_accuracy=0.85, test_ece=0.03, test_brier=0.25)
+    rows = history(job)
+    assert [r["test_ece"] for r in rows] == [0.05, 0.03]
+    assert rows[1]["test_accuracy"] == 0.85
+    assert rows[0]["test_coverage_95"] == 0 and "test_mean_std" in rows[0]
+    assert all(isinstance(r, dict) for r in rows)
+    assert [r["epoch"] for r in rows] == [1, 2]
