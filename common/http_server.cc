@@ -82,6 +82,34 @@ struct HttpServer::Exchange {
 // libmicrohttpd's callbacks, with its exact signatures, forwarding to the
 // server named by `cls`.
 struct HttpServerCallbacks {
+  // Percent-decoding of the path and query in place (libmicrohttpd's
+  // MHD_OPTION_UNESCAPE_CALLBACK), except that %00 stays as it is: decoded,
+  // the NUL ended the C string the server hands on, and GET
+  // /v1/jobs/job-1%00anything answered as /v1/jobs/job-1.
+  static size_t Unescape(void* /*cls*/, MHD_Connection* /*conn*/, char* s) {
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    char* out = s;
+    for (const char* in = s; *in != '\0';) {
+      if (in[0] == '%' && in[1] != '\0' && in[2] != '\0') {
+        const int hi = hex(in[1]);
+        const int lo = hex(in[2]);
+        if (hi >= 0 && lo >= 0 && (hi | lo) != 0) {
+          *out++ = static_cast<char>(hi * 16 + lo);
+          in += 3;
+          continue;
+        }
+      }
+      *out++ = *in++;
+    }
+    *out = '\0';
+    return static_cast<size_t>(out - s);
+  }
+
   static MHD_Result OnRequest(void* cls, MHD_Connection* conn, const char* url,
                               const char* method, const char* version, const char* upload_data,
                               size_t* upload_data_size, void** con_cls) {
@@ -270,6 +298,7 @@ absl::Status HttpServer::Start() {
       // The pool holds the request line and headers, the read buffer and
       // the response's headers; bodies have their own buffers.
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, options_.max_header_bytes + kPoolSlackBytes,
+      MHD_OPTION_UNESCAPE_CALLBACK, &HttpServerCallbacks::Unescape, this,
       MHD_OPTION_NOTIFY_COMPLETED, &HttpServerCallbacks::OnCompleted,
       this, MHD_OPTION_NOTIFY_CONNECTION,
       &HttpServerCallbacks::OnConnection, this, MHD_OPTION_ARRAY,

@@ -136,6 +136,20 @@ TEST_F(RestErrors, BodilessPostIsAnsweredAtOnce) {
   EXPECT_THAT(SendRaw("DELETE /v1/jobs HTTP/1.1\r\nHost: x\r\n\r\n"), StartsWith("HTTP/1.1 405"));
 }
 
+// %00 in a path used to end it (the decoded NUL cut the C string): the job
+// of the prefix was served. It is a character of the id now, which names no
+// job; other escapes still decode.
+TEST_F(RestErrors, AnEncodedNulDoesNotCutThePath) {
+  const HttpReply created = Post("/v1/jobs", ToyJobJson());
+  ASSERT_EQ(created.status, 201) << created.body;
+  ASSERT_EQ(Get("/v1/jobs/job-1").status, 200);
+  const HttpReply cut = Get("/v1/jobs/job-1%00.json");
+  EXPECT_EQ(cut.status, 404) << cut.body;
+  EXPECT_THAT(cut.body, HasSubstr("job-1%00.json"));
+  EXPECT_EQ(Get("/v1/jobs/job%2D1").status, 200);  // %2D is '-'
+  ASSERT_EQ(Post("/v1/jobs/job-1:cancel", "").status, 200);  // leaves nothing queued
+}
+
 TEST_F(RestErrors, QueryParametersAre400) {
   ExpectError(Get("/v1/jobs?state=RUNNING"), 400, "INVALID_ARGUMENT",
               "takes no query parameters (got \"state\")");
