@@ -85,12 +85,10 @@ absl::StatusOr<float> ParseField(std::string_view field, bool is_target) {
   const auto [end, ec] =
       std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (ec == std::errc::result_out_of_range) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("number out of float range (a field of ", field.size(), " characters)"));
+    return absl::InvalidArgumentError("number out of float range");
   }
   if (ec != std::errc() || end != digits.data() + digits.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected a number, found a field of ", field.size(), " characters that is not one"));
+    return absl::InvalidArgumentError("expected a number, found a field that is not one");
   }
   if (std::isnan(value)) {
     if (is_target) return std::numeric_limits<float>::quiet_NaN();
@@ -183,8 +181,7 @@ absl::StatusOr<int32_t> ParseLabel(std::string_view field, int num_classes) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
   if (ec != std::errc() || end != field.data() + field.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the label is not an integer (a field of ", field.size(), " characters)"));
+    return absl::InvalidArgumentError("the label is not an integer");
   }
   if (v < 0 || v >= num_classes) {
     return absl::InvalidArgumentError(absl::StrCat("label ", v, " is out of range; expected 0..",
