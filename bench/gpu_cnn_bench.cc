@@ -30,9 +30,18 @@ struct Run {
   size_t batch = 0;
 };
 
-// Samples/s, or the reason nothing was measured.
-absl::StatusOr<double> Time(const spec::Architecture& arch, size_t batch, int device,
+struct Measured {
+  double samples_per_second = 0;
+  // Device memory the engine holds after the timed steps (its buffers, the
+  // cuDNN workspace, cuBLAS's): the GPU's bytes in use then, less those in
+  // use before it was created (the CUDA context included in neither).
+  size_t device_memory_bytes = 0;
+};
+
+// Samples/s and memory, or the reason nothing was measured.
+absl::StatusOr<Measured> Time(const spec::Architecture& arch, size_t batch, int device,
                             double seconds) {
+  const size_t memory_before = engine::cuda::DeviceMemoryInUse(device);
   auto created = engine::cuda::CudaEngine::Create(arch, batch, device);
   if (!created.ok()) return created.status();
   engine::cuda::CudaEngine& model = **created;
@@ -74,7 +83,11 @@ absl::StatusOr<double> Time(const spec::Architecture& arch, size_t batch, int de
     if (auto st = sync(); !st.ok()) return st;
     elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   }
-  return static_cast<double>(steps * batch) / elapsed;
+  Measured m;
+  m.samples_per_second = static_cast<double>(steps * batch) / elapsed;
+  const size_t memory_after = engine::cuda::DeviceMemoryInUse(device);
+  m.device_memory_bytes = memory_after > memory_before ? memory_after - memory_before : 0;
+  return m;
 }
 
 int Main(int argc, char** argv) {
@@ -127,7 +140,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "gpu_cnn_bench: %s\n", arch.status().ToString().c_str());
       return 1;
     }
-    const absl::StatusOr<double> sps = Time(*arch, run.batch, device, seconds);
+    const absl::StatusOr<Measured> sps = Time(*arch, run.batch, device, seconds);
     if (!sps.ok()) {
       ++failures;
       std::fprintf(stderr, "gpu_cnn_bench: %s at B %zu: %s\n", job->name().c_str(), run.batch,
@@ -135,11 +148,15 @@ int Main(int argc, char** argv) {
       continue;
     }
     if (json) {
-      std::printf("{\"bench\":\"%s\",\"device\":\"%s\",\"batch\":%zu,\"samples_per_second\":%.1f}\n",
-                  job->name().c_str(), name.c_str(), run.batch, *sps);
+      std::printf(
+          "{\"bench\":\"%s\",\"device\":\"%s\",\"batch\":%zu,\"samples_per_second\":%.1f,"
+          "\"device_memory_mib\":%.1f}\n",
+          job->name().c_str(), name.c_str(), run.batch, sps->samples_per_second,
+          static_cast<double>(sps->device_memory_bytes) / (1 << 20));
     } else {
-      std::printf("%-16s B %4zu  on %s: %10.1f samples/s\n", job->name().c_str(), run.batch,
-                  name.c_str(), *sps);
+      std::printf("%-16s B %4zu  on %s: %10.1f samples/s, %8.1f MiB of device memory\n",
+                  job->name().c_str(), run.batch, name.c_str(), sps->samples_per_second,
+                  static_cast<double>(sps->device_memory_bytes) / (1 << 20));
     }
   }
   return failures == 0 ? 0 : 1;

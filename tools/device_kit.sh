@@ -11,7 +11,8 @@
 #   tools/device_kit.sh pack [BUILD_DIR]   # here, after `make build`
 #   # then, with the device tool, from the repository root:
 #   #   run(command="sh tools/device_kit.sh run", carry=[".devkit", ".whl"])
-#   tools/device_kit.sh run                # there: GPU tests, gpu_bench,
+#   tools/device_kit.sh run                # there: GPU tests, gpu_bench, a ResNet18 run,
+#                                          # ncu kernel times (KIT_* settings below),
 #                                          # pytagi side by side; results in $OUT
 # For the pytagi comparison, also fetch its wheel here first:
 #   PYTAGI_PYVERS=3.12 NUMPY_VERSION=none bench/pytagi_wheel.sh fetch   # .whl/, 5 MB
@@ -85,7 +86,8 @@ run() {
   # The device tool brings back at most 8 files from $OUT: the logs go into
   # one archive there, and stdout says what matters.
   out=${OUT:-$(mktemp -d)}
-  logs=$(mktemp -d)
+  logs=${KIT_LOGS:-$(mktemp -d)}
+  mkdir -p "$logs"
   kit=$(mktemp -d)
   tar -C "$kit" -xJf "$ARCHIVE"
   . "$kit/paths"
@@ -113,9 +115,13 @@ run() {
   echo "device_kit: commit $COMMIT, LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
   status=0
+  # Every step has a time limit (KIT_SECONDS scales the benchmarks), so a
+  # hung step cannot keep the logs from coming back.
+  seconds=${KIT_SECONDS:-10}
+  nvidia-smi 2>&1 | sed -n '3p' || true
   for t in cuda_test cuda_engine_test nccl_test service_gpu_test; do
     echo "== $t"
-    "$bin/$t" --gtest_output="json:$logs/$t.json" > "$logs/$t.log" 2>&1 || status=1
+    timeout 150 "$bin/$t" --gtest_output="json:$logs/$t.json" > "$logs/$t.log" 2>&1 || status=1
     # Results, and each failure with its message.
     grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|actual|error' \
       "$logs/$t.log" | head -60 || tail -5 "$logs/$t.log"
@@ -123,14 +129,15 @@ run() {
   echo "== gpu_bench"
   for net in "128 4096" "128 1024" "16 100"; do
     set -- $net
-    "$bin/gpu_bench" --json --batch "$1" --hidden "$2" >> "$logs/gpu_bench.json" 2>&1 || status=1
+    timeout 60 "$bin/gpu_bench" --json --batch "$1" --hidden "$2" >> "$logs/gpu_bench.json" 2>&1 ||
+      status=1
   done
   cat "$logs/gpu_bench.json"
   # The image networks (issue 13): the reference's MNIST CNN at B = 128,
   # ResNet18 on 3x32x32 at B = 64 and 128.
   echo "== gpu_cnn_bench"
-  (cd "$SOURCE_DIR" && "$bin/gpu_cnn_bench" --json --seconds 10) > "$logs/gpu_cnn_bench.json" 2>&1 ||
-    status=1
+  (cd "$SOURCE_DIR" && timeout 120 "$bin/gpu_cnn_bench" --json --seconds "$seconds") \
+    > "$logs/gpu_cnn_bench.json" 2>&1 || status=1
   cat "$logs/gpu_cnn_bench.json"
   # The reference library side by side, when its wheel travelled along
   # (here: PYTAGI_PYVERS=3.12 NUMPY_VERSION=none bench/pytagi_wheel.sh fetch;
@@ -139,17 +146,44 @@ run() {
     echo "== pytagi side by side"
     if bash bench/pytagi_wheel.sh install > "$logs/pytagi_install.log" 2>&1; then
       eval "$(bash bench/pytagi_wheel.sh env)"
-      PYTHONUNBUFFERED=1 python3 bench/pytagi_compare.py --device cuda --bin-dir "$bin" \
-        --seconds 10 --json > "$logs/pytagi_compare.txt" 2>&1 || status=1
+      PYTHONUNBUFFERED=1 timeout 150 python3 bench/pytagi_compare.py --device cuda \
+        --bin-dir "$bin" --seconds "$seconds" --json > "$logs/pytagi_compare.txt" 2>&1 || status=1
       cat "$logs/pytagi_compare.txt"
       # The image networks side by side on the GPU (issue 13).
-      PYTHONUNBUFFERED=1 python3 bench/pytagi_cnn_compare.py --device cuda --bin-dir "$bin" \
-        --seconds 10 > "$logs/pytagi_cnn_compare.txt" 2>&1 || status=1
+      PYTHONUNBUFFERED=1 timeout 150 python3 bench/pytagi_cnn_compare.py --device cuda \
+        --bin-dir "$bin" --seconds "$seconds" > "$logs/pytagi_cnn_compare.txt" 2>&1 || status=1
       cat "$logs/pytagi_cnn_compare.txt"
     else
       tail -20 "$logs/pytagi_install.log"
       echo "device_kit: pytagi did not install"; status=1
     fi
+  fi
+  # One ResNet18 training run on the GPU, on CIFAR-10-shaped data that
+  # tools/cifar10_synthetic.py writes (no real CIFAR-10 ships in a package):
+  # KIT_CIFAR_TRAIN images, as many epochs as fit in KIT_CIFAR_SECONDS.
+  echo "== resnet18 training run"
+  cifar=$(mktemp -d)
+  if python3 tools/cifar10_synthetic.py "$cifar/data" --train "${KIT_CIFAR_TRAIN:-20000}" \
+       --test 2000 > "$logs/cifar_run.log" 2>&1; then
+    sed -e "s|/path/to/cifar-10-batches-bin|$cifar/data|" -e 's|"batchSize": 64|"batchSize": 128|' \
+      examples/cifar10_resnet18.json > "$cifar/job.json"
+    timeout "${KIT_CIFAR_SECONDS:-150}" "$bin/tagi-train" "$cifar/job.json" --device cuda:0 \
+      --epochs "${KIT_CIFAR_EPOCHS:-3}" --progress=false --json >> "$logs/cifar_run.log" 2>&1 ||
+      status=1
+  else
+    status=1
+  fi
+  grep -Ev '^\s*$' "$logs/cifar_run.log" | tail -15
+  # Where a ResNet18 step's GPU time goes, kernel by kernel (Nsight Compute,
+  # one metric, clocks unlocked): after the first steps (cuDNN's algorithm
+  # search), a window of launches; bench/kernel_split.py sums it by family.
+  if command -v ncu > /dev/null 2>&1; then
+    echo "== ncu kernel times (ResNet18, B 128)"
+    (cd "$SOURCE_DIR" && timeout "${KIT_NCU_SECONDS:-150}" ncu --clock-control none --metrics gpu__time_duration.sum \
+       --csv --launch-skip "${KIT_NCU_SKIP:-2000}" --launch-count "${KIT_NCU_COUNT:-1500}" \
+       "$bin/gpu_cnn_bench" --seconds 2 examples/cifar10_resnet18.json:128) \
+      > "$logs/ncu_resnet18.csv" 2> "$logs/ncu_resnet18.err" || status=1
+    python3 bench/kernel_split.py "$logs/ncu_resnet18.csv" || tail -5 "$logs/ncu_resnet18.err"
   fi
   tar -C "$logs" -czf "$out/device_kit_logs.tar.gz" .
   echo "device_kit: logs and gtest JSON in $out/device_kit_logs.tar.gz; exit $status"

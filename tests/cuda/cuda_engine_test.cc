@@ -983,6 +983,25 @@ TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
   EXPECT_EQ(gpu->EndReduce(1.0f, 1.0f).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// DeviceMemoryInUse (gpu_cnn_bench's memory figure) sees an engine's
+// buffers come and go: at least its parameter arena (means and variances)
+// while it lives, and back within the allocator's slack when it is gone.
+TEST(CudaEngine, DeviceMemoryInUseCountsAnEnginesBuffers) {
+  SKIP_WITHOUT_GPU();
+  Architecture arch;
+  arch.input = Flat(1024);
+  arch.layers = {Lin(1024, 1024), Act(Layer::RELU), Lin(1024, 11)};
+  arch.head = {HeadKind::kClassification, 10};
+  const size_t arena = 2 * arch.num_parameters() * sizeof(float);
+  const size_t before = DeviceMemoryInUse(0);
+  {
+    std::unique_ptr<CudaEngine> gpu = MakeGpu(arch, 64);
+    ASSERT_NE(gpu, nullptr);
+    EXPECT_GE(DeviceMemoryInUse(0), before + arena);
+  }
+  EXPECT_LT(DeviceMemoryInUse(0), before + arena);
+}
+
 // Runs everywhere: a device that does not exist is a clear error.
 TEST(CudaEngine, AbsentDeviceIsFailedPrecondition) {
   Architecture arch;

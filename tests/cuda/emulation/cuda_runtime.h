@@ -97,6 +97,7 @@ cudaError_t cudaGetLastError();
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaSetDevice(int device);
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 cudaError_t cudaMalloc(void** p, size_t bytes);
 // The runtime header's typed overload.
 template <typename T>

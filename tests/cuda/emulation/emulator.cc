@@ -152,6 +152,8 @@ using tagi::cuda_emulation::Fail;
 using tagi::cuda_emulation::Runtime;
 using tagi::cuda_emulation::State;
 
+constexpr size_t kEmulatedDeviceBytes = size_t{8} << 30;
+
 const char* cudaGetErrorString(cudaError_t err) {
   switch (err) {
     case cudaSuccess: return "no error";
@@ -191,10 +193,21 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device < 0 || device >= tagi::cuda_emulation::DeviceCount()) return cudaErrorInvalidDevice;
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "tagi host emulation (no GPU)");
-  prop->totalGlobalMem = size_t{8} << 30;
+  prop->totalGlobalMem = kEmulatedDeviceBytes;
   prop->major = 9;
   prop->minor = 0;
   prop->multiProcessorCount = 1;
+  return cudaSuccess;
+}
+
+// The device's memory as the emulation counts it: its size less the bytes
+// cudaMalloc holds.
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  std::lock_guard<std::recursive_mutex> lock(State().mu);
+  size_t held = 0;
+  for (const auto& [p, bytes] : State().device) held += bytes;
+  *total_bytes = kEmulatedDeviceBytes;
+  *free_bytes = held < kEmulatedDeviceBytes ? kEmulatedDeviceBytes - held : 0;
   return cudaSuccess;
 }
 

@@ -36,4 +36,13 @@ DeviceList ListCudaDevices() {
   return list;
 }
 
+size_t DeviceMemoryInUse(int ordinal) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  if (cudaSetDevice(ordinal) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    return 0;
+  }
+  return total_bytes - free_bytes;
+}
+
 }  // namespace tagi::engine::cuda

@@ -34,6 +34,12 @@ DeviceList ListCudaDevices();
 // True when this binary was built with CUDA support.
 bool CudaCompiledIn();
 
+// Bytes of device `ordinal`'s memory in use by every process on it (total
+// minus free, as the driver counts them), or 0 where that cannot be read.
+// Makes `ordinal` the calling thread's current device. For benchmarks: the
+// difference of two readings is what a process allocated in between.
+size_t DeviceMemoryInUse(int ordinal);
+
 }  // namespace tagi::engine::cuda
 
 #endif  // TAGI_WORKER_ENGINE_CUDA_DEVICE_H_

@@ -9,4 +9,6 @@ DeviceList ListCudaDevices() {
   return {{}, "this build has no CUDA support (nvcc was not found at configure time)"};
 }
 
+size_t DeviceMemoryInUse(int /*ordinal*/) { return 0; }
+
 }  // namespace tagi::engine::cuda
