@@ -17,8 +17,9 @@ import io
 import sys
 from collections import defaultdict
 
-UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
-CONV_WORDS = ("conv", "fprop", "dgrad", "wgrad", "implicit", "cudnn")
+UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
+         "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+CONV_WORDS = ("conv", "fprop", "dgrad", "wgrad", "implicit", "cudnn", "fft", "winograd")
 
 
 def family(name):

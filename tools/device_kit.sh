@@ -30,6 +30,13 @@ BINARIES="cuda_test cuda_engine_test nccl_test service_gpu_test gpu_bench gpu_cn
 
 die() { echo "device_kit: $*" >&2; exit 1; }
 
+# KIT_STEPS picks the steps of `run` (default all): tests gpu_bench
+# gpu_cnn_bench pytagi cifar ncu; KIT_TESTS the test binaries.
+want() {
+  case " ${KIT_STEPS:-all} " in *" all "* | *" $1 "*) return 0 ;; esac
+  return 1
+}
+
 # Shared libraries the binaries need, minus the C runtime (glibc, libstdc++,
 # libgcc: the GPU machine's own are newer) and minus CUDA's libraries other
 # than the runtime (cuBLAS is loaded by soname, NCCL is 200 MB: both come
@@ -119,30 +126,35 @@ run() {
   # hung step cannot keep the logs from coming back.
   seconds=${KIT_SECONDS:-10}
   nvidia-smi 2>&1 | sed -n '3p' || true
-  for t in cuda_test cuda_engine_test nccl_test service_gpu_test; do
+  want tests || KIT_TESTS=" "
+  for t in ${KIT_TESTS:-cuda_test cuda_engine_test nccl_test service_gpu_test}; do
     echo "== $t"
     timeout 150 "$bin/$t" --gtest_output="json:$logs/$t.json" > "$logs/$t.log" 2>&1 || status=1
     # Results, and each failure with its message.
     grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|actual|error' \
       "$logs/$t.log" | head -60 || tail -5 "$logs/$t.log"
   done
-  echo "== gpu_bench"
-  for net in "128 4096" "128 1024" "16 100"; do
-    set -- $net
-    timeout 60 "$bin/gpu_bench" --json --batch "$1" --hidden "$2" >> "$logs/gpu_bench.json" 2>&1 ||
-      status=1
-  done
-  cat "$logs/gpu_bench.json"
+  if want gpu_bench; then
+    echo "== gpu_bench"
+    for net in "128 4096" "128 1024" "16 100"; do
+      set -- $net
+      timeout 60 "$bin/gpu_bench" --json --batch "$1" --hidden "$2" >> "$logs/gpu_bench.json" 2>&1 ||
+        status=1
+    done
+    cat "$logs/gpu_bench.json"
+  fi
   # The image networks (issue 13): the reference's MNIST CNN at B = 128,
-  # ResNet18 on 3x32x32 at B = 64 and 128.
-  echo "== gpu_cnn_bench"
-  (cd "$SOURCE_DIR" && timeout 120 "$bin/gpu_cnn_bench" --json --seconds "$seconds") \
-    > "$logs/gpu_cnn_bench.json" 2>&1 || status=1
-  cat "$logs/gpu_cnn_bench.json"
+  # ResNet18 on 3x32x32 at B = 64 and 128, with the device memory each holds.
+  if want gpu_cnn_bench; then
+    echo "== gpu_cnn_bench"
+    (cd "$SOURCE_DIR" && timeout 120 "$bin/gpu_cnn_bench" --json --seconds "$seconds") \
+      > "$logs/gpu_cnn_bench.json" 2>&1 || status=1
+    cat "$logs/gpu_cnn_bench.json"
+  fi
   # The reference library side by side, when its wheel travelled along
   # (here: PYTAGI_PYVERS=3.12 NUMPY_VERSION=none bench/pytagi_wheel.sh fetch;
   # carry .whl too).
-  if ls .whl/pytagi-*.whl > /dev/null 2>&1; then
+  if want pytagi && ls .whl/pytagi-*.whl > /dev/null 2>&1; then
     echo "== pytagi side by side"
     if bash bench/pytagi_wheel.sh install > "$logs/pytagi_install.log" 2>&1; then
       eval "$(bash bench/pytagi_wheel.sh env)"
@@ -161,29 +173,38 @@ run() {
   # One ResNet18 training run on the GPU, on CIFAR-10-shaped data that
   # tools/cifar10_synthetic.py writes (no real CIFAR-10 ships in a package):
   # KIT_CIFAR_TRAIN images, as many epochs as fit in KIT_CIFAR_SECONDS.
-  echo "== resnet18 training run"
-  cifar=$(mktemp -d)
-  if python3 tools/cifar10_synthetic.py "$cifar/data" --train "${KIT_CIFAR_TRAIN:-20000}" \
-       --test 2000 > "$logs/cifar_run.log" 2>&1; then
-    sed -e "s|/path/to/cifar-10-batches-bin|$cifar/data|" -e 's|"batchSize": 64|"batchSize": 128|' \
-      examples/cifar10_resnet18.json > "$cifar/job.json"
-    timeout "${KIT_CIFAR_SECONDS:-150}" "$bin/tagi-train" "$cifar/job.json" --device cuda:0 \
-      --epochs "${KIT_CIFAR_EPOCHS:-3}" --progress=false --json >> "$logs/cifar_run.log" 2>&1 ||
+  if want cifar; then
+    echo "== resnet18 training run"
+    cifar=$(mktemp -d)
+    if python3 tools/cifar10_synthetic.py "$cifar/data" --train "${KIT_CIFAR_TRAIN:-20000}" \
+         --test 2000 > "$logs/cifar_run.log" 2>&1; then
+      sed -e "s|/path/to/cifar-10-batches-bin|$cifar/data|" \
+        -e 's|"batchSize": 64|"batchSize": 128|' examples/cifar10_resnet18.json > "$cifar/job.json"
+      timeout "${KIT_CIFAR_SECONDS:-150}" "$bin/tagi-train" "$cifar/job.json" --device cuda:0 \
+        --epochs "${KIT_CIFAR_EPOCHS:-3}" --progress=false --json >> "$logs/cifar_run.log" 2>&1 ||
+        status=1
+    else
       status=1
-  else
-    status=1
+    fi
+    grep -Ev '^\s*$' "$logs/cifar_run.log" | tail -15
   fi
-  grep -Ev '^\s*$' "$logs/cifar_run.log" | tail -15
   # Where a ResNet18 step's GPU time goes, kernel by kernel (Nsight Compute,
   # one metric, clocks unlocked): after the first steps (cuDNN's algorithm
   # search), a window of launches; bench/kernel_split.py sums it by family.
-  if command -v ncu > /dev/null 2>&1; then
+  if want ncu && command -v ncu > /dev/null 2>&1; then
     echo "== ncu kernel times (ResNet18, B 128)"
-    (cd "$SOURCE_DIR" && timeout "${KIT_NCU_SECONDS:-150}" ncu --clock-control none --metrics gpu__time_duration.sum \
-       --csv --launch-skip "${KIT_NCU_SKIP:-2000}" --launch-count "${KIT_NCU_COUNT:-1500}" \
+    (cd "$SOURCE_DIR" && timeout "${KIT_NCU_SECONDS:-150}" ncu --clock-control none \
+       --metrics gpu__time_duration.sum --csv --launch-skip "${KIT_NCU_SKIP:-2000}" --launch-count "${KIT_NCU_COUNT:-1500}" \
        "$bin/gpu_cnn_bench" --seconds 2 examples/cifar10_resnet18.json:128) \
       > "$logs/ncu_resnet18.csv" 2> "$logs/ncu_resnet18.err" || status=1
     python3 bench/kernel_split.py "$logs/ncu_resnet18.csv" || tail -5 "$logs/ncu_resnet18.err"
+    # The small MLP (784-100-100-11, B 16), whose step is short enough for
+    # launches to matter: its kernels and their times.
+    echo "== ncu kernel times (784-100-100-11, B 16)"
+    timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 2000 \
+      --launch-count 400 "$bin/gpu_bench" --batch 16 --hidden 100 --seconds 1 \
+      > "$logs/ncu_mlp.csv" 2> "$logs/ncu_mlp.err" || status=1
+    python3 bench/kernel_split.py "$logs/ncu_mlp.csv" --top 40 || tail -5 "$logs/ncu_mlp.err"
   fi
   tar -C "$logs" -czf "$out/device_kit_logs.tar.gz" .
   echo "device_kit: logs and gtest JSON in $out/device_kit_logs.tar.gz; exit $status"

@@ -182,11 +182,24 @@ __global__ void PadOrCropKernel(const float* src, size_t planes, size_t height, 
 // partials [groups][parts][4].
 constexpr size_t kSums = 4;
 
-// Parts per group: enough threads to fill a GPU, at least 32 values each.
+// Parts per group: enough threads to fill a GPU (an H100 holds about 270k
+// resident threads; 32k left its SMs mostly idle), at least 32 values each.
+constexpr size_t kPartialThreads = size_t{1} << 17;
 size_t Parts(size_t groups, size_t count) {
   const size_t by_count = count / 32 > 0 ? count / 32 : 1;
-  const size_t by_threads = groups >= 32768 ? 1 : 32768 / groups;
+  const size_t by_threads = groups >= kPartialThreads ? 1 : kPartialThreads / groups;
   return by_count < by_threads ? by_count : by_threads;
+}
+
+// The partials are added up in chunks of about sqrt(parts), then the chunks:
+// two short loops over many threads instead of one long loop per group (one
+// thread per group summing 512 parts took 120 us a launch, a tenth of a
+// ResNet18 step on an H100). The order is fixed, so the sums are
+// deterministic.
+size_t ChunkOf(size_t parts) {
+  size_t c = 1;
+  while (c * c < parts) ++c;
+  return c;
 }
 
 // Where value j of group g lies. Channel groups of a [batch][C][P] tensor:
@@ -220,11 +233,29 @@ __global__ void PartialSumsKernel(Term term, size_t groups, size_t parts, size_t
   }
 }
 
-__global__ void TotalsKernel(const double* partials, size_t groups, size_t parts, size_t used,
-                             double* totals) {
+// In place: the first part of each chunk of `chunk` parts becomes the
+// chunk's sum (each thread reads and writes its own chunk only).
+__global__ void ChunkSumsKernel(double* partials, size_t groups, size_t parts, size_t chunk,
+                                size_t used) {
+  const size_t chunks = (parts + chunk - 1) / chunk;
+  TAGI_GRID_STRIDE(t, groups * chunks) {
+    const size_t g = t / chunks;
+    const size_t begin = g * parts + (t % chunks) * chunk;
+    const size_t end = begin + chunk < (g + 1) * parts ? begin + chunk : (g + 1) * parts;
+    double acc[kSums] = {0.0, 0.0, 0.0, 0.0};
+    for (size_t k = begin; k < end; ++k) {
+      for (size_t m = 0; m < used; ++m) acc[m] += partials[k * kSums + m];
+    }
+    for (size_t m = 0; m < used; ++m) partials[begin * kSums + m] = acc[m];
+  }
+}
+
+// totals[g][m] = the sum of the chunks' sums of group g.
+__global__ void TotalsKernel(const double* partials, size_t groups, size_t parts, size_t chunk,
+                             size_t used, double* totals) {
   TAGI_GRID_STRIDE(g, groups) {
     double acc[kSums] = {0.0, 0.0, 0.0, 0.0};
-    for (size_t k = 0; k < parts; ++k) {
+    for (size_t k = 0; k < parts; k += chunk) {
       for (size_t m = 0; m < used; ++m) acc[m] += partials[(g * parts + k) * kSums + m];
     }
     for (size_t m = 0; m < used; ++m) totals[g * kSums + m] = acc[m];
@@ -237,11 +268,16 @@ template <typename Term>
 cudaError_t GroupSums(const Term& term, size_t groups, size_t count, size_t used, double* work,
                       cudaStream_t stream) {
   const size_t parts = Parts(groups, count);
+  const size_t chunk = ChunkOf(parts);
   double* partials = work + groups * (kSums + 1);
   cudaError_t err = Launch(&PartialSumsKernel<Term>, groups * parts, stream, term, groups, parts,
                            count, partials);
+  if (err == cudaSuccess && chunk > 1) {
+    err = Launch(&ChunkSumsKernel, groups * ((parts + chunk - 1) / chunk), stream, partials,
+                 groups, parts, chunk, used);
+  }
   if (err != cudaSuccess) return err;
-  return Launch(&TotalsKernel, groups, stream, partials, groups, parts, used, work);
+  return Launch(&TotalsKernel, groups, stream, partials, groups, parts, chunk, used, work);
 }
 
 struct MeanVarTerm {
