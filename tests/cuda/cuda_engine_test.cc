@@ -30,8 +30,12 @@
 #include "common/rng.h"
 #include "gtest/gtest.h"
 #include "spec/plan.h"
+#include "worker/engine/blas.h"
 #include "worker/engine/cpu_engine.h"
+#include "worker/engine/cuda/cublas_gemm.h"
 #include "worker/engine/cuda/device.h"
+#include "worker/engine/cuda/device_memory.h"
+#include "worker/engine/cuda/gemm_mapping.h"
 #include "worker/engine/elementwise.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/output.h"
@@ -981,6 +985,79 @@ TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
   for (size_t k = 0; k < after.size(); ++k) ASSERT_EQ(after[k], 0.25f * before[k]) << k;
 
   EXPECT_EQ(gpu->EndReduce(1.0f, 1.0f).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Gemm's split-k path (a small output, a long inner dimension) and its
+// cuBLAS path agree with the CPU's product for every transpose and both
+// betas, with padded leading dimensions; with beta 0 the output is not read
+// (it starts as NaN).
+TEST(CudaGemm, SplitAlongKAndCublasMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  auto stream = Stream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  auto handle = CublasHandle::Create(stream->get());
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  struct Shape {
+    size_t m, n, k;
+  };
+  // Split: 16 x 100 over 784 (the small MLP's first layer), an odd k and a
+  // column; cuBLAS: an inner dimension too short, an output too large.
+  const Shape shapes[] = {{16, 100, 784}, {7, 5, 1001}, {33, 1, 300}, {16, 100, 100},
+                          {200, 100, 300}};
+  EXPECT_GT(SplitKSlices(16, 100, 784, CublasHandle::kSplitKFloats), 1u);
+  EXPECT_GT(SplitKSlices(7, 5, 1001, CublasHandle::kSplitKFloats), 1u);
+  EXPECT_EQ(SplitKSlices(16, 100, 100, CublasHandle::kSplitKFloats), 1u);
+  EXPECT_EQ(SplitKSlices(200, 100, 300, CublasHandle::kSplitKFloats), 1u);
+  const auto copy = [&](void* dst, const void* src, size_t floats, cudaMemcpyKind kind) {
+    return cudaMemcpyAsync(dst, src, floats * sizeof(float), kind, stream->get()) == cudaSuccess &&
+           cudaStreamSynchronize(stream->get()) == cudaSuccess;
+  };
+  Rng rng(31);
+  for (const Shape& sh : shapes) {
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        for (float beta : {0.0f, 1.0f}) {
+          const size_t lda = (ta == Trans::kYes ? sh.m : sh.k) + 3;
+          const size_t ldb = (tb == Trans::kYes ? sh.k : sh.n) + 2;
+          const size_t ldc = sh.n + 1;
+          std::vector<float> a((ta == Trans::kYes ? sh.k : sh.m) * lda);
+          std::vector<float> b((tb == Trans::kYes ? sh.n : sh.k) * ldb);
+          std::vector<float> c(sh.m * ldc);
+          for (float& v : a) v = static_cast<float>(rng.Normal());
+          for (float& v : b) v = static_cast<float>(rng.Normal());
+          for (float& v : c) v = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN()
+                                             : static_cast<float>(rng.Normal());
+          std::vector<float> want = c;
+          if (beta == 0.0f) std::fill(want.begin(), want.end(), 0.0f);
+          engine::Gemm(ta, tb, sh.m, sh.n, sh.k, a.data(), lda, b.data(), ldb, beta, want.data(),
+                       ldc);
+          auto da = DeviceFloats::Allocate(a.size());
+          auto db = DeviceFloats::Allocate(b.size());
+          auto dc = DeviceFloats::Allocate(c.size());
+          ASSERT_TRUE(da.ok() && db.ok() && dc.ok());
+          ASSERT_TRUE(copy(da->get(), a.data(), a.size(), cudaMemcpyHostToDevice));
+          ASSERT_TRUE(copy(db->get(), b.data(), b.size(), cudaMemcpyHostToDevice));
+          ASSERT_TRUE(copy(dc->get(), c.data(), c.size(), cudaMemcpyHostToDevice));
+          ASSERT_TRUE(Gemm(*handle, ta, tb, sh.m, sh.n, sh.k, da->get(), lda, db->get(), ldb, beta,
+                           dc->get(), ldc)
+                          .ok());
+          ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
+          std::vector<float> got(c.size());
+          ASSERT_TRUE(copy(got.data(), dc->get(), got.size(), cudaMemcpyDeviceToHost));
+          for (size_t i = 0; i < sh.m; ++i) {
+            for (size_t j = 0; j < sh.n; ++j) {
+              const float w = want[i * ldc + j];
+              ASSERT_NEAR(got[i * ldc + j], w, 1e-4 * std::sqrt(sh.k) * (1 + std::abs(w)))
+                  << sh.m << "x" << sh.n << "x" << sh.k << " ta " << (ta == Trans::kYes)
+                  << " tb " << (tb == Trans::kYes) << " beta " << beta << " at " << i << "," << j;
+            }
+            // Padding columns of C are never written.
+            EXPECT_EQ(std::isnan(got[i * ldc + sh.n]), beta == 0.0f);
+          }
+        }
+      }
+    }
+  }
 }
 
 // DeviceMemoryInUse (gpu_cnn_bench's memory figure) sees an engine's

@@ -1,5 +1,7 @@
-// The row-major product of blas.h on the GPU: one cublasSgemm call.
-// The mapping to cuBLAS's column-major arguments is gemm_mapping.h.
+// The row-major product of blas.h on the GPU: one cublasSgemm call, or for
+// a small output with a long inner dimension the split-k kernels of
+// kernels.h (gemm_mapping.h's SplitKSlices says when). The mapping to
+// cuBLAS's column-major arguments is gemm_mapping.h.
 // Internal to worker/engine/cuda.
 #ifndef TAGI_WORKER_ENGINE_CUDA_CUBLAS_GEMM_H_
 #define TAGI_WORKER_ENGINE_CUDA_CUBLAS_GEMM_H_

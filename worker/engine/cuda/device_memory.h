@@ -123,6 +123,8 @@ class CublasHandle {
   CublasHandle& operator=(CublasHandle&& o) noexcept {
     std::swap(h_, o.h_);
     std::swap(api_, o.api_);
+    std::swap(stream_, o.stream_);
+    std::swap(split_, o.split_);
     return *this;
   }
   CublasHandle(const CublasHandle&) = delete;
@@ -134,11 +136,19 @@ class CublasHandle {
   // products (TF32 only with CUBLAS_TF32_TENSOR_OP_MATH, which we never
   // set), so results match the CPU's within fp32 rounding. Loads cuBLAS
   // (cublas_api.h) on first use.
+  // It also owns the workspace of the split-k products (cublas_gemm.cc):
+  // kSplitKFloats floats of device memory.
+  static constexpr size_t kSplitKFloats = size_t{1} << 20;
   static absl::StatusOr<CublasHandle> Create(cudaStream_t stream) {
     absl::StatusOr<const CublasApi*> api = Cublas();
     if (!api.ok()) return api.status();
     CublasHandle h;
     h.api_ = *api;
+    h.stream_ = stream;
+    absl::StatusOr<FloatBuffer<DeviceAllocation>> split =
+        FloatBuffer<DeviceAllocation>::Allocate(kSplitKFloats);
+    if (!split.ok()) return split.status();
+    h.split_ = std::move(*split);
     TAGI_CUBLAS_RETURN_IF_ERROR(h.api_->create(&h.h_));
     TAGI_CUBLAS_RETURN_IF_ERROR(h.api_->set_stream(h.h_, stream));
     TAGI_CUBLAS_RETURN_IF_ERROR(h.api_->set_math_mode(h.h_, CUBLAS_DEFAULT_MATH));
@@ -146,10 +156,15 @@ class CublasHandle {
   }
   cublasHandle_t get() const { return h_; }
   const CublasApi& api() const { return *api_; }
+  cudaStream_t stream() const { return stream_; }
+  // Scratch for work queued on stream() only (one product at a time).
+  float* split_workspace() const { return split_.get(); }
 
  private:
   cublasHandle_t h_ = nullptr;
   const CublasApi* api_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  FloatBuffer<DeviceAllocation> split_;
 };
 
 }  // namespace tagi::engine::cuda

@@ -27,6 +27,33 @@ __global__ void SquareKernel(const float* x, size_t n, float* y) {
   TAGI_GRID_STRIDE(i, n) { y[i] = x[i] * x[i]; }
 }
 
+__global__ void SplitKPartialsKernel(bool ta, bool tb, size_t m, size_t n, size_t k,
+                                     const float* a, size_t lda, const float* b, size_t ldb,
+                                     size_t slices, float* partials) {
+  const size_t len = (k + slices - 1) / slices;
+  TAGI_GRID_STRIDE(t, slices * m * n) {
+    const size_t s = t / (m * n);
+    const size_t i = (t % (m * n)) / n;
+    const size_t j = t % n;
+    const size_t end = (s + 1) * len < k ? (s + 1) * len : k;
+    float acc = 0.0f;
+    for (size_t kk = s * len; kk < end; ++kk) {
+      acc += (ta ? a[kk * lda + i] : a[i * lda + kk]) * (tb ? b[j * ldb + kk] : b[kk * ldb + j]);
+    }
+    partials[t] = acc;
+  }
+}
+
+__global__ void SplitKSumKernel(size_t m, size_t n, size_t slices, const float* partials,
+                                float beta, float* c, size_t ldc) {
+  TAGI_GRID_STRIDE(t, m * n) {
+    float sum = 0.0f;
+    for (size_t s = 0; s < slices; ++s) sum += partials[s * m * n + t];
+    float& out = c[(t / n) * ldc + t % n];
+    out = beta == 0.0f ? sum : sum + beta * out;
+  }
+}
+
 __global__ void ReluKernel(const float* mz, const float* vz, size_t n, float* ma, float* va,
                            float* jcb) {
   TAGI_GRID_STRIDE(i, n) {
@@ -295,6 +322,18 @@ cudaError_t Accumulate(const float* src_mu, const float* src_var, size_t n, floa
 
 cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream) {
   return Launch(ScaleKernel, n, stream, x, n, scale);
+}
+
+cudaError_t SplitKPartials(bool ta, bool tb, size_t m, size_t n, size_t k, const float* a,
+                           size_t lda, const float* b, size_t ldb, size_t slices,
+                           float* partials, cudaStream_t stream) {
+  return Launch(SplitKPartialsKernel, slices * m * n, stream, ta, tb, m, n, k, a, lda, b, ldb,
+                slices, partials);
+}
+
+cudaError_t SplitKSum(size_t m, size_t n, size_t slices, const float* partials, float beta,
+                      float* c, size_t ldc, cudaStream_t stream) {
+  return Launch(SplitKSumKernel, m * n, stream, m, n, slices, partials, beta, c, ldc);
 }
 
 }  // namespace tagi::engine::cuda::kernels

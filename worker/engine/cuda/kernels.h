@@ -109,6 +109,17 @@ cudaError_t Accumulate(const float* src_mu, const float* src_var, size_t n, floa
 // x *= scale.
 cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream);
 
+// A row-major product C[m x n] = op(A)[m x k] op(B)[k x n] + beta C cut
+// along k into `slices` slices of ceil(k / slices) (cublas_gemm.cc says
+// when): partials[s][i][j] = the slice-s part of the sum, then C = the
+// slices added in order + beta C (C is not read when beta is 0).
+// `ta`/`tb`: the operand is stored transposed (lda/ldb as in blas.h).
+cudaError_t SplitKPartials(bool ta, bool tb, size_t m, size_t n, size_t k, const float* a,
+                           size_t lda, const float* b, size_t ldb, size_t slices,
+                           float* partials, cudaStream_t stream);
+cudaError_t SplitKSum(size_t m, size_t n, size_t slices, const float* partials, float beta,
+                      float* c, size_t ldc, cudaStream_t stream);
+
 }  // namespace tagi::engine::cuda::kernels
 
 #endif  // TAGI_WORKER_ENGINE_CUDA_KERNELS_H_
