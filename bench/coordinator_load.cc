@@ -55,6 +55,7 @@
 #include "absl/time/time.h"
 #include "common/job_spec.h"
 #include "common/grpc_util.h"
+#include "common/worker_credentials.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tagi/v1/jobs.grpc.pb.h"
 #include "tests/testing/coordinator_process.h"
@@ -110,9 +111,10 @@ ProcSample Sample(pid_t pid) {
 
 
 // One asynchronous unary call: `start` issues it on the call's context,
-// request and response; `done` gets the status and the response.
+// request and response, sent with the worker's credentials when `id` is
+// set; `done` gets the status and the response.
 template <typename Req, typename Resp>
-void Call(absl::Duration timeout, Req req,
+void Call(absl::Duration timeout, const std::string& id, const std::string& secret, Req req,
           std::function<void(grpc::ClientContext*, const Req*, Resp*,
                              std::function<void(grpc::Status)>)>
               start,
@@ -127,6 +129,10 @@ void Call(absl::Duration timeout, Req req,
   s->req = std::move(req);
   s->done = std::move(done);
   s->ctx = MakeClientContext(timeout);
+  if (!id.empty()) {
+    s->ctx->AddMetadata(kWorkerIdMetadataKey, id);
+    s->ctx->AddMetadata(kWorkerSecretMetadataKey, secret);
+  }
   start(s->ctx.get(), &s->req, &s->resp, [s](grpc::Status st) {
     s->done(st, s->resp);
     delete s;
@@ -183,6 +189,7 @@ class SimWorker : public grpc::ClientBidiReactor<tagi::v1::SessionMessage,
   const int index_;
   Cluster::Stub* const stub_;
   std::string id_;
+  std::string secret_;  // Register's credential, sent with every later call
   std::unique_ptr<grpc::ClientContext> session_ctx_ = MakeClientContext(absl::Hours(24));
   tagi::v1::SessionMessage out_;
   tagi::v1::SessionDirective in_;
@@ -300,7 +307,7 @@ void SimWorker::Cluster_(Req req, Issue issue,
                          absl::Duration timeout) {
   fleet_.CallStarted();
   Call<Req, Resp>(
-      timeout, std::move(req),
+      timeout, id_, secret_, std::move(req),
       [this, issue](grpc::ClientContext* c, const Req* q, Resp* r,
                     std::function<void(grpc::Status)> f) { issue(stub_->async(), c, q, r, f); },
       [this, done = std::move(done)](const grpc::Status& st, const Resp& resp) {
@@ -324,6 +331,7 @@ void SimWorker::Register() {
           return;
         }
         id_ = resp.worker_id();
+        secret_ = resp.secret();
         fleet_.Bump(fleet_.registered);
       });
 }
@@ -342,6 +350,8 @@ tagi::v1::SessionMessage SimWorker::Message() {
 }
 
 void SimWorker::OpenSession() {
+  session_ctx_->AddMetadata(kWorkerIdMetadataKey, id_);
+  session_ctx_->AddMetadata(kWorkerSecretMetadataKey, secret_);
   stub_->async()->Session(session_ctx_.get(), this);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,10 +1,14 @@
 #include "coordinator/coordinator.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -28,6 +32,33 @@ namespace {
 
 // The reason of a pending job while the state dir cannot be written.
 constexpr char kWaitingForDisk[] = "waiting for the state dir to be writable: ";
+constexpr size_t kMaxNonceBytes = 64;
+constexpr size_t kMaxRegistrationNonces = 16384;
+
+// The worker key from `path`, or a new one written there (mode 0600,
+// through a temporary file and a rename, so a crash leaves no half key).
+absl::StatusOr<WorkerKey> LoadOrCreateWorkerKey(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path, 1024);
+  if (text.ok()) return WorkerKey::FromHex(*text);
+  if (!absl::IsNotFound(text.status())) return text.status();
+  TAGI_ASSIGN_OR_RETURN(WorkerKey key, WorkerKey::Generate());
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": ", std::strerror(errno)));
+  const std::string data = key.ToFileText();
+  const bool written = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
+                       ::fsync(fd) == 0;
+  const int saved = errno;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = written ? errno : saved;
+    ::unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat(path, ": ", std::strerror(err)));
+  }
+  return key;
+}
 
 }  // namespace
 
@@ -75,6 +106,25 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
   }
   snapshots_ = std::make_unique<SnapshotStore>(snapshot_dir_, options_.keep_snapshots, &fs_);
   writer_ = std::make_unique<StateWriter>(clock_);
+  if (!options_.state_dir.empty()) {
+    auto key = LoadOrCreateWorkerKey((std::filesystem::path(options_.state_dir) / "worker-key").string());
+    if (key.ok()) {
+      worker_key_ = std::move(*key);
+    } else {
+      startup_log_.push_back(absl::StrCat(
+          "cannot keep the worker key in the state dir (", key.status().message(),
+          "): worker credentials will not outlive this process"));
+    }
+  }
+  if (!worker_key_.has_value()) {
+    auto key = WorkerKey::Generate();
+    if (key.ok()) {
+      worker_key_ = std::move(*key);
+    } else {
+      startup_log_.push_back(absl::StrCat("no worker key (", key.status().message(),
+                                          "): every worker-scoped call will be refused"));
+    }
+  }
   if (!options_.state_dir.empty()) LoadState();
 }
 
@@ -340,10 +390,25 @@ CoordinatorStats Coordinator::Stats() {
 }
 
 tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest& req,
-                                                 const std::string& peer) {
+                                                 const std::string& peer, std::string_view secret) {
   Lock lock(this);
-  WorkerRecord& w = AdoptWorkerLocked(req.worker_id());
+  // The id: a retried registration's, the caller's own (with its secret), or a new one.
+  std::string proposed;
+  const std::string nonce = req.nonce().substr(0, kMaxNonceBytes);
+  if (auto it = registration_ids_.find(nonce); !nonce.empty() && it != registration_ids_.end()) {
+    proposed = it->second;
+  } else if (!req.worker_id().empty() && VerifyWorker(req.worker_id(), secret)) {
+    proposed = req.worker_id();
+  }
+  WorkerRecord& w = AdoptWorkerLocked(proposed);
   const std::string id = w.info.id();
+  if (!nonce.empty() && registration_ids_.emplace(nonce, id).second) {
+    registration_order_.push_back(nonce);
+    if (registration_order_.size() > kMaxRegistrationNonces) {
+      registration_ids_.erase(registration_order_.front());
+      registration_order_.pop_front();
+    }
+  }
   w.checked_in = true;  // it asks for work
   w.info.set_address(peer);
   w.info.set_hostname(req.hostname());
@@ -354,7 +419,29 @@ tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest
   tagi::v1::RegisterResponse resp;
   resp.set_worker_id(id);
   resp.set_heartbeat_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat)));
+  resp.set_secret(WorkerSecret(id));
   return resp;
+}
+
+bool Coordinator::VerifyWorker(std::string_view id, std::string_view secret) const {
+  return worker_key_.has_value() && !secret.empty() && worker_key_->Verify(id, secret);
+}
+
+std::string Coordinator::WorkerSecret(std::string_view id) const {
+  return worker_key_.has_value() ? worker_key_->SecretFor(id) : std::string();
+}
+
+absl::Status Coordinator::CheckMember(const std::string& worker, const std::string& job,
+                                      uint64_t gen) {
+  Lock lock(this);
+  auto r = RunningJobLocked(job, gen);
+  if (!r.ok()) return r.status();
+  const auto& ws = (*r)->job.workers();
+  if (std::find(ws.begin(), ws.end(), worker) == ws.end()) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("worker %s is not in job %s generation %d", worker, job, gen));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Coordinator::WorkerRecord*> Coordinator::CheckInLocked(

@@ -60,6 +60,7 @@
 #include "common/clock.h"
 #include "common/store.h"
 #include "common/file_util.h"
+#include "common/worker_credentials.h"
 #include "coordinator/membership.h"
 #include "coordinator/retention.h"
 #include "coordinator/snapshot_store.h"
@@ -168,8 +169,23 @@ class Coordinator {
   CoordinatorStats Stats();
 
   // --- Cluster (workers) ---
+  // `secret`: the credential the caller presented for req.worker_id (empty
+  // when none): with a valid one the id is kept, otherwise a new one is
+  // given. A Register repeating an earlier one's nonce gets its id.
   tagi::v1::RegisterResponse Register(const tagi::v1::RegisterRequest& req,
-                                      const std::string& peer);
+                                      const std::string& peer, std::string_view secret);
+  tagi::v1::RegisterResponse Register(const tagi::v1::RegisterRequest& req,
+                                      const std::string& peer) {
+    return Register(req, peer, "");
+  }
+  // True when `secret` is the credential Register gave worker `id` (this
+  // coordinator or, with a state dir, an earlier one). Thread-safe.
+  bool VerifyWorker(std::string_view id, std::string_view secret) const;
+  // The credential of worker `id` (tests and tools that speak as a worker).
+  std::string WorkerSecret(std::string_view id) const;
+  // OK when `worker` holds a rank in generation `gen` of running job `job`;
+  // PermissionDenied (or the job's own error) otherwise.
+  absl::Status CheckMember(const std::string& worker, const std::string& job, uint64_t gen);
   absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
                                                           absl::Duration wait);
   absl::Status StoreSet(const std::string& job, uint64_t gen, const std::string& key,
@@ -491,6 +507,13 @@ class Coordinator {
   absl::Mutex mu_;
   uint64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
+  // The key of the worker credentials: set by the constructor (from the
+  // state dir, or random), then read-only.
+  std::optional<WorkerKey> worker_key_;
+  // Recent registrations by nonce (oldest first), so that a retried
+  // Register gets the same id; at most kMaxRegistrationNonces.
+  std::map<std::string, std::string> registration_ids_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> registration_order_ ABSL_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // bumped on every change, for waiters
   std::map<std::string, JobRecord> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerRecord> workers_ ABSL_GUARDED_BY(mu_);

@@ -55,7 +55,7 @@ Coordinator::WorkerRecord& Coordinator::AdoptWorkerLocked(const std::string& pro
     // with an earlier incarnation): keep its id, so that its rank in a job
     // being resumed can be given back to it.
     if (const auto n = WorkerNumber(proposed_id); n.has_value()) {
-      if (*n >= next_worker_) {
+      if (*n >= next_worker_ && *n < UINT64_MAX) {  // the counter never wraps
         next_worker_ = *n + 1;
         PersistWorkerCounterLocked();
       }
@@ -65,7 +65,8 @@ Coordinator::WorkerRecord& Coordinator::AdoptWorkerLocked(const std::string& pro
       return w;
     }
   }
-  const std::string id = absl::StrFormat("w-%d", next_worker_++);
+  const std::string id = absl::StrFormat("w-%d", next_worker_);
+  if (next_worker_ < UINT64_MAX) ++next_worker_;
   PersistWorkerCounterLocked();
   WorkerRecord& w = workers_[id];
   w.info.set_id(id);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/grpc_util.h"
+#include "common/worker_credentials.h"
 #include "common/status.h"
 
 namespace tagi::coordinator {
@@ -106,10 +107,16 @@ struct Upload {
 template <typename Chunk>
 absl::StatusOr<Upload<Chunk>> ReceiveUpload(grpc::ServerReader<Chunk>* reader,
                                             StreamLimiter* limiter, Coordinator& c,
-                                            Coordinator::UploadKind kind) {
+                                            Coordinator::UploadKind kind,
+                                            const std::string& caller) {
   const char* what = kind == Coordinator::UploadKind::kSnapshot ? "snapshot" : "model";
   Upload<Chunk> up;
   TAGI_RETURN_IF_ERROR(ReadFirstChunk(reader, up.first, what));
+  if (up.first.worker_id() != caller) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "the %s upload names worker %s but its credentials are %s's", what,
+        up.first.worker_id().substr(0, 64), caller));
+  }
   if (limiter != nullptr) {
     TAGI_ASSIGN_OR_RETURN(StreamLimiter::Lease lease, limiter->AcquireKey(up.first.worker_id()));
     up.lease.emplace(std::move(lease));
@@ -227,8 +234,41 @@ grpc::Status ClusterService::Register(grpc::ServerContext* ctx,
                                       const tagi::v1::RegisterRequest* req,
                                       tagi::v1::RegisterResponse* resp) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.Register");
-  *resp = c_.Register(*req, ctx->peer());
+  // A re-registration keeps its id only with that id's credentials.
+  const bool own = Metadata(*ctx, kWorkerIdMetadataKey) == req->worker_id();
+  *resp = c_.Register(*req, ctx->peer(), own ? Metadata(*ctx, kWorkerSecretMetadataKey) : "");
   return grpc::Status::OK;
+}
+
+absl::StatusOr<std::string> ClusterService::CallingWorker(const grpc::ServerContextBase& ctx,
+                                                          const char* rpc,
+                                                          const std::string& named) const {
+  std::string id = Metadata(ctx, kWorkerIdMetadataKey);
+  const std::string secret = Metadata(ctx, kWorkerSecretMetadataKey);
+  if (id.empty() || secret.empty()) {
+    return FromGrpcStatus(Refuse(ctx, refusals_, rpc, "no worker credentials",
+                                 "this call needs the worker credentials Register returned "
+                                 "(\"tagi-worker-id\" and \"tagi-worker-secret\" metadata)"));
+  }
+  if (!c_.VerifyWorker(id, secret)) {
+    return FromGrpcStatus(Refuse(ctx, refusals_, rpc, "invalid worker credentials",
+                                 "the worker credentials are not valid: register again"));
+  }
+  if (!named.empty() && named != id) {
+    LogRefusal(refusals_, "tagi-coordinator", ctx.peer(),
+               absl::StrCat(rpc, ": a request naming another worker"));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("the request names worker %s but its credentials are %s's",
+                        named.substr(0, 64), id));
+  }
+  return id;
+}
+
+grpc::Status ClusterService::CheckMemberCall(const grpc::ServerContextBase& ctx, const char* rpc,
+                                             const std::string& job, uint64_t gen) const {
+  absl::StatusOr<std::string> id = CallingWorker(ctx, rpc, "");
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  return ToGrpcStatus(c_.CheckMember(*id, job, gen));
 }
 
 grpc::ServerUnaryReactor* ClusterService::Rendezvous(grpc::CallbackServerContext* ctx,
@@ -236,6 +276,10 @@ grpc::ServerUnaryReactor* ClusterService::Rendezvous(grpc::CallbackServerContext
                                                      tagi::v1::RendezvousResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(*ctx, "Cluster.Rendezvous", reactor)) return reactor;
+  if (auto id = CallingWorker(*ctx, "Cluster.Rendezvous", req->worker_id()); !id.ok()) {
+    reactor->Finish(ToGrpcStatus(id.status()));
+    return reactor;
+  }
   c_.RendezvousAsync(req->worker_id(), Millis(req->wait_ms()),
                      [reactor, resp](absl::StatusOr<tagi::v1::RendezvousResponse> r) {
                        if (r.ok()) *resp = std::move(*r);
@@ -248,6 +292,10 @@ grpc::Status ClusterService::StoreSet(grpc::ServerContext* ctx,
                                       const tagi::v1::StoreSetRequest* req,
                                       tagi::v1::StoreSetResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreSet");
+  if (auto st = CheckMemberCall(*ctx, "Cluster.StoreSet", req->job_id(), req->generation());
+      !st.ok()) {
+    return st;
+  }
   return ToGrpcStatus(c_.StoreSet(req->job_id(), req->generation(), req->key(), req->value()));
 }
 
@@ -256,6 +304,11 @@ grpc::ServerUnaryReactor* ClusterService::StoreGet(grpc::CallbackServerContext* 
                                                    tagi::v1::StoreGetResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(*ctx, "Cluster.StoreGet", reactor)) return reactor;
+  if (auto st = CheckMemberCall(*ctx, "Cluster.StoreGet", req->job_id(), req->generation());
+      !st.ok()) {
+    reactor->Finish(st);
+    return reactor;
+  }
   c_.StoreGetAsync(req->job_id(), req->generation(), req->key(), Millis(req->wait_ms()),
                    [reactor, resp](absl::StatusOr<std::string> v) {
                      if (v.ok()) resp->set_value(std::move(*v));
@@ -269,6 +322,11 @@ grpc::ServerUnaryReactor* ClusterService::StoreWait(grpc::CallbackServerContext*
                                                     tagi::v1::StoreWaitResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (Refused(*ctx, "Cluster.StoreWait", reactor)) return reactor;
+  if (auto st = CheckMemberCall(*ctx, "Cluster.StoreWait", req->job_id(), req->generation());
+      !st.ok()) {
+    reactor->Finish(st);
+    return reactor;
+  }
   std::vector<std::string> keys(req->keys().begin(), req->keys().end());
   c_.StoreWaitAsync(req->job_id(), req->generation(), keys, Millis(req->wait_ms()),
                     [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
@@ -279,6 +337,10 @@ grpc::Status ClusterService::StoreAdd(grpc::ServerContext* ctx,
                                       const tagi::v1::StoreAddRequest* req,
                                       tagi::v1::StoreAddResponse* resp) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.StoreAdd");
+  if (auto st = CheckMemberCall(*ctx, "Cluster.StoreAdd", req->job_id(), req->generation());
+      !st.ok()) {
+    return st;
+  }
   auto v = c_.StoreAdd(req->job_id(), req->generation(), req->key(), req->delta());
   if (!v.ok()) return ToGrpcStatus(v.status());
   resp->set_value(*v);
@@ -320,7 +382,11 @@ class SessionReactor final
   absl::Time created() const { return created_; }
   // Refuses the stream, or ends it (shutdown).
   void Refuse(const grpc::Status& st) { Close(st); }
-  void Start() { StartRead(&in_); }
+  // Starts reading; the stream's credentials are `caller`'s.
+  void Start(std::string caller) {
+    caller_ = std::move(caller);
+    StartRead(&in_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -396,6 +462,12 @@ class SessionReactor final
 
  private:
   void Open() {
+    if (in_.worker_id() != caller_) {
+      return Close(grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          absl::StrFormat("the session names worker %s but its credentials are %s's",
+                          in_.worker_id().substr(0, 64), caller_)));
+    }
     if (s_.streams_ != nullptr) {
       auto lease = s_.streams_->AcquireKey(in_.worker_id());
       if (!lease.ok()) return Close(ToGrpcStatus(lease.status()));
@@ -427,6 +499,7 @@ class SessionReactor final
   const absl::Time created_ = absl::Now();
   std::weak_ptr<SessionReactor> self_;
   tagi::v1::SessionMessage in_;  // the reads' own (one read at a time)
+  std::string caller_;           // set by Start: whose credentials the stream has
   std::string worker_id_;        // set by Open, then read-only
   uint64_t token_ = 0;
   std::optional<StreamLimiter::Lease> lease_;
@@ -486,8 +559,10 @@ ClusterService::Session(grpc::CallbackServerContext* ctx) {
                         open)));
   } else if (auto st = Check(*ctx, "Cluster.Session"); !st.ok()) {
     reactor->Refuse(st);
+  } else if (auto id = CallingWorker(*ctx, "Cluster.Session", ""); !id.ok()) {
+    reactor->Refuse(ToGrpcStatus(id.status()));
   } else {
-    reactor->Start();
+    reactor->Start(*id);
   }
   return reactor;
 }
@@ -544,7 +619,9 @@ grpc::Status ClusterService::UploadSnapshot(grpc::ServerContext* ctx,
                                             grpc::ServerReader<tagi::v1::SnapshotChunk>* reader,
                                             tagi::v1::UploadSnapshotResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadSnapshot");
-  auto up = ReceiveUpload(reader, streams_, c_, Coordinator::UploadKind::kSnapshot);
+  auto caller = CallingWorker(*ctx, "Cluster.UploadSnapshot", "");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  auto up = ReceiveUpload(reader, streams_, c_, Coordinator::UploadKind::kSnapshot, *caller);
   if (!up.ok()) return ToGrpcStatus(up.status());
   return ToGrpcStatus(c_.UploadSnapshot(up->first.worker_id(), up->first.job_id(),
                                         up->first.generation(), up->first.global_step(),
@@ -555,6 +632,9 @@ grpc::Status ClusterService::DownloadSnapshot(grpc::ServerContext* ctx,
                                               const tagi::v1::DownloadSnapshotRequest* req,
                                               grpc::ServerWriter<tagi::v1::SnapshotData>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.DownloadSnapshot");
+  if (auto id = CallingWorker(*ctx, "Cluster.DownloadSnapshot", req->worker_id()); !id.ok()) {
+    return ToGrpcStatus(id.status());
+  }
   TAGI_ADMIT_STREAM(streams_, AcquireKey, req->worker_id());
   auto bytes = c_.ResumeSnapshot(req->worker_id(), req->job_id(), req->generation());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
@@ -565,7 +645,9 @@ grpc::Status ClusterService::UploadModel(grpc::ServerContext* ctx,
                                          grpc::ServerReader<tagi::v1::UploadModelRequest>* reader,
                                          tagi::v1::UploadModelResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.UploadModel");
-  auto up = ReceiveUpload(reader, streams_, c_, Coordinator::UploadKind::kModel);
+  auto caller = CallingWorker(*ctx, "Cluster.UploadModel", "");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  auto up = ReceiveUpload(reader, streams_, c_, Coordinator::UploadKind::kModel, *caller);
   if (!up.ok()) return ToGrpcStatus(up.status());
   return ToGrpcStatus(c_.UploadModel(up->first.worker_id(), up->first.job_id(),
                                      up->first.generation(), up->first.checksum(),
@@ -576,6 +658,9 @@ grpc::Status ClusterService::FinishJob(grpc::ServerContext* ctx,
                                        const tagi::v1::FinishJobRequest* req,
                                        tagi::v1::FinishJobResponse*) {
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.FinishJob");
+  if (auto id = CallingWorker(*ctx, "Cluster.FinishJob", req->worker_id()); !id.ok()) {
+    return ToGrpcStatus(id.status());
+  }
   return ToGrpcStatus(c_.FinishJob(*req));
 }
 

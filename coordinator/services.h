@@ -137,6 +137,16 @@ class ClusterService final : public ClusterServiceBase {
   // when it is refused.
   bool Refused(const grpc::ServerContextBase& ctx, const char* rpc,
                grpc::ServerUnaryReactor* reactor) const;
+  // The worker whose credentials (Register's id and secret, as metadata)
+  // the call carries; refused (UNAUTHENTICATED, logged) without valid ones,
+  // and PERMISSION_DENIED when `named` (the worker the request names; empty:
+  // none) is another worker.
+  absl::StatusOr<std::string> CallingWorker(const grpc::ServerContextBase& ctx, const char* rpc,
+                                            const std::string& named) const;
+  // CallingWorker, and it must hold a rank in the job's generation (the
+  // store's calls).
+  grpc::Status CheckMemberCall(const grpc::ServerContextBase& ctx, const char* rpc,
+                               const std::string& job, uint64_t gen) const;
   // Drops the service's ownership of a reactor that is done.
   void RemoveSession(SessionReactor* reactor);
   void KeepAliveLoop();

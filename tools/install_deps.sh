@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   cmake g++ make pkg-config
   libabsl-dev libprotobuf-dev protobuf-compiler
-  libgrpc++-dev protobuf-compiler-grpc libgloo-dev
+  libgrpc++-dev protobuf-compiler-grpc libgloo-dev libssl-dev
   libcpp-httplib-dev libmicrohttpd-dev prometheus-cpp-dev
   prometheus docker-compose curl python3-yaml openssl
   libopenblas-dev zlib1g-dev

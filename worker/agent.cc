@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "worker/attempt.h"
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/backoff.h"
+#include "common/worker_credentials.h"
 
 namespace tagi {
 
@@ -32,6 +34,9 @@ bool Agent::RegisterWithRetry() {
   req.set_device(options_.device);
   req.set_threads(static_cast<uint32_t>(options_.runner.threads));
   req.set_worker_id(worker_id_);
+  // One nonce for every try of this registration: a retry whose first try
+  // was answered too late gets the same id, not a second one.
+  if (auto nonce = RandomHex(16); nonce.ok()) req.set_nonce(*nonce);
   for (int attempt = 0; !stop_; ++attempt) {
     auto resp = client_.Register(req);
     if (resp.ok()) {
@@ -72,28 +77,45 @@ void Agent::Warm(const tagi::v1::JobSpec& spec) {
 
 int Agent::Run() {
   if (!RegisterWithRetry()) return stop_ ? 0 : 1;
-  // The id stays the same across re-registrations (a restarted coordinator
-  // adopts it), so one session serves the whole run.
-  SessionOptions so;
-  so.worker_id = worker_id_;
-  so.hostname = options_.hostname;
-  so.device = options_.device;
-  so.heartbeat = heartbeat_;
-  so.report_interval = std::min(options_.runner.report_interval, heartbeat_);
-  so.silence_timeout = heartbeat_ * options_.silence_heartbeats;
-  so.max_backoff = options_.max_backoff;
-  if (WorkerMetrics* m = options_.runner.metrics; m != nullptr) {
-    so.on_connected = [m](bool connected) { m->SetCoordinatorConnected(connected); };
-  }
-  Session session(client_, so);
-  session.Start();
+  // The id stays the same across re-registrations (its credentials keep
+  // it), so one session serves the run; a coordinator that no longer
+  // accepts the credentials (it lost its state dir) gives a new id, and
+  // the session starts again under it.
+  std::optional<Session> session;
+  auto start_session = [&] {
+    SessionOptions so;
+    so.worker_id = worker_id_;
+    so.hostname = options_.hostname;
+    so.device = options_.device;
+    so.heartbeat = heartbeat_;
+    so.report_interval = std::min(options_.runner.report_interval, heartbeat_);
+    so.silence_timeout = heartbeat_ * options_.silence_heartbeats;
+    so.max_backoff = options_.max_backoff;
+    if (WorkerMetrics* m = options_.runner.metrics; m != nullptr) {
+      so.on_connected = [m](bool connected) { m->SetCoordinatorConnected(connected); };
+    }
+    session.reset();
+    session.emplace(client_, so);
+    session->Start();
+  };
+  start_session();
   int jobs = 0;
   int failures = 0;
   while (!stop_) {
     auto resp = client_.Rendezvous(worker_id_, options_.poll);
     if (!resp.ok()) {
-      if (absl::IsNotFound(resp.status())) {  // the coordinator forgot us
+      const bool refused = absl::IsUnauthenticated(resp.status());
+      if (absl::IsNotFound(resp.status()) || refused) {  // the coordinator forgot us
+        if (refused) {
+          std::fprintf(stderr, "tagi-worker %s: the coordinator refused our credentials (%s); "
+                       "registering again\n", worker_id_.c_str(),
+                       std::string(resp.status().message()).c_str());
+          client_.ClearCredentials();
+          worker_id_.clear();
+        }
+        const std::string before = worker_id_;
         if (!RegisterWithRetry()) return stop_ ? 0 : 1;
+        if (worker_id_ != before) start_session();
         continue;
       }
       if (absl::IsFailedPrecondition(resp.status())) return 1;
@@ -114,10 +136,10 @@ int Agent::Run() {
     runner.shutting_down = [this] { return stop_.load(); };
     runner.data_cache = &data_cache_;
     AttemptControl control(a);
-    control.SetPoke([&session] { session.Poke(); });
-    session.SetAttempt(&control);
+    control.SetPoke([&session] { session->Poke(); });
+    session->SetAttempt(&control);
     const JobOutcome out = RunAssignment(client_, runner, a, clock_, control);
-    session.SetAttempt(nullptr);
+    session->SetAttempt(nullptr);
     std::fprintf(stderr, "tagi-worker %s: job %s generation %d %s%s%s\n", worker_id_.c_str(),
                  a.job_id().c_str(), static_cast<int>(a.generation()),
                  out.ok ? "finished" : (out.cancelled ? "cancelled" : "failed"),

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/grpc_util.h"
+#include "common/worker_credentials.h"
 
 namespace tagi {
 namespace {
@@ -50,16 +51,38 @@ absl::StatusOr<tagi::v1::RegisterResponse> CoordinatorClient::Register(
   // coordinator that starts later is then found within gRPC's reconnect
   // backoff, not after the next retry of ours. Short, so that the agent
   // still logs an unreachable coordinator promptly.
-  auto ctx = MakeClientContext(std::min(rpc_timeout_, absl::Seconds(3)));
+  auto ctx = Context(std::min(rpc_timeout_, absl::Seconds(3)));
   ctx->set_wait_for_ready(true);
   tagi::v1::RegisterResponse resp;
   if (auto st = FromGrpcStatus(stub_->Register(ctx.get(), req, &resp)); !st.ok()) return st;
+  absl::MutexLock lock(&mu_);
+  worker_id_ = resp.worker_id();
+  secret_ = resp.secret();
   return resp;
+}
+
+void CoordinatorClient::ClearCredentials() {
+  absl::MutexLock lock(&mu_);
+  worker_id_.clear();
+  secret_.clear();
+}
+
+void CoordinatorClient::AddCredentials(grpc::ClientContext* ctx) const {
+  absl::MutexLock lock(&mu_);
+  if (worker_id_.empty()) return;
+  ctx->AddMetadata(kWorkerIdMetadataKey, worker_id_);
+  ctx->AddMetadata(kWorkerSecretMetadataKey, secret_);
+}
+
+std::unique_ptr<grpc::ClientContext> CoordinatorClient::Context(absl::Duration timeout) const {
+  auto ctx = MakeClientContext(timeout);
+  AddCredentials(ctx.get());
+  return ctx;
 }
 
 absl::StatusOr<tagi::v1::RendezvousResponse> CoordinatorClient::Rendezvous(
     const std::string& worker_id, absl::Duration wait) {
-  auto ctx = MakeClientContext(wait + kWaitSlack);
+  auto ctx = Context(wait + kWaitSlack);
   tagi::v1::RendezvousRequest req;
   req.set_worker_id(worker_id);
   req.set_wait_ms(Ms(wait));
@@ -75,13 +98,18 @@ std::unique_ptr<CoordinatorClient::SessionStream> CoordinatorClient::OpenSession
 
 namespace {
 
-// Writes `bytes` as chunks of kChunk; the first message is `header` with
-// total_bytes set. Allows a second per MiB on top of the usual timeout.
+constexpr size_t kChunk = 1 << 20;
+
+// A second per MiB on top of the usual timeout.
+absl::Duration UploadTimeout(absl::Duration rpc_timeout, const std::string& bytes) {
+  return rpc_timeout + absl::Seconds(bytes.size() / kChunk);
+}
+
+// Writes `bytes` as chunks of kChunk on `ctx`'s call; the first message is
+// `header` with total_bytes set.
 template <typename Message, typename Response, typename Open>
-absl::Status UploadChunks(absl::Duration rpc_timeout, Message header, const std::string& bytes,
-                          Open open) {
-  constexpr size_t kChunk = 1 << 20;
-  auto ctx = MakeClientContext(rpc_timeout + absl::Seconds(bytes.size() / kChunk));
+absl::Status UploadChunks(std::unique_ptr<grpc::ClientContext> ctx, Message header,
+                          const std::string& bytes, Open open) {
   Response resp;
   auto writer = open(ctx.get(), &resp);
   header.set_total_bytes(bytes.size());
@@ -101,7 +129,7 @@ absl::Status UploadChunks(absl::Duration rpc_timeout, Message header, const std:
 absl::Status CoordinatorClient::UploadModel(const tagi::v1::UploadModelRequest& header,
                                             const std::string& bytes) {
   return UploadChunks<tagi::v1::UploadModelRequest, tagi::v1::UploadModelResponse>(
-      rpc_timeout_, header, bytes,
+      Context(UploadTimeout(rpc_timeout_, bytes)), header, bytes,
       [this](grpc::ClientContext* ctx, tagi::v1::UploadModelResponse* resp) {
         return stub_->UploadModel(ctx, resp);
       });
@@ -110,7 +138,7 @@ absl::Status CoordinatorClient::UploadModel(const tagi::v1::UploadModelRequest& 
 absl::Status CoordinatorClient::UploadSnapshot(const tagi::v1::SnapshotChunk& header,
                                                const std::string& bytes) {
   return UploadChunks<tagi::v1::SnapshotChunk, tagi::v1::UploadSnapshotResponse>(
-      rpc_timeout_, header, bytes,
+      Context(UploadTimeout(rpc_timeout_, bytes)), header, bytes,
       [this](grpc::ClientContext* ctx, tagi::v1::UploadSnapshotResponse* resp) {
         return stub_->UploadSnapshot(ctx, resp);
       });
@@ -118,7 +146,7 @@ absl::Status CoordinatorClient::UploadSnapshot(const tagi::v1::SnapshotChunk& he
 
 absl::StatusOr<std::string> CoordinatorClient::DownloadSnapshot(
     const tagi::v1::DownloadSnapshotRequest& req, size_t max_bytes) {
-  auto ctx = MakeClientContext(rpc_timeout_ + absl::Seconds(max_bytes >> 26));
+  auto ctx = Context(rpc_timeout_ + absl::Seconds(max_bytes >> 26));
   auto reader = stub_->DownloadSnapshot(ctx.get(), req);
   std::string bytes;
   tagi::v1::SnapshotData chunk;
@@ -139,14 +167,14 @@ absl::StatusOr<std::string> CoordinatorClient::DownloadSnapshot(
 }
 
 absl::Status CoordinatorClient::FinishJob(const tagi::v1::FinishJobRequest& req) {
-  auto ctx = MakeClientContext(rpc_timeout_);
+  auto ctx = Context(rpc_timeout_);
   tagi::v1::FinishJobResponse resp;
   return FromGrpcStatus(stub_->FinishJob(ctx.get(), req, &resp));
 }
 
 absl::Status CoordinatorClient::StoreSet(const std::string& job, uint64_t gen,
                                          const std::string& key, const std::string& value) {
-  auto ctx = MakeClientContext(rpc_timeout_);
+  auto ctx = Context(rpc_timeout_);
   tagi::v1::StoreSetRequest req;
   req.set_job_id(job);
   req.set_generation(gen);
@@ -159,7 +187,7 @@ absl::Status CoordinatorClient::StoreSet(const std::string& job, uint64_t gen,
 absl::StatusOr<std::string> CoordinatorClient::StoreGet(const std::string& job, uint64_t gen,
                                                         const std::string& key,
                                                         absl::Duration wait) {
-  auto ctx = MakeClientContext(wait + kWaitSlack);
+  auto ctx = Context(wait + kWaitSlack);
   tagi::v1::StoreGetRequest req;
   req.set_job_id(job);
   req.set_generation(gen);
@@ -173,7 +201,7 @@ absl::StatusOr<std::string> CoordinatorClient::StoreGet(const std::string& job, 
 absl::Status CoordinatorClient::StoreWait(const std::string& job, uint64_t gen,
                                           const std::vector<std::string>& keys,
                                           absl::Duration wait) {
-  auto ctx = MakeClientContext(wait + kWaitSlack);
+  auto ctx = Context(wait + kWaitSlack);
   tagi::v1::StoreWaitRequest req;
   req.set_job_id(job);
   req.set_generation(gen);
@@ -185,7 +213,7 @@ absl::Status CoordinatorClient::StoreWait(const std::string& job, uint64_t gen,
 
 absl::StatusOr<int64_t> CoordinatorClient::StoreAdd(const std::string& job, uint64_t gen,
                                                     const std::string& key, int64_t delta) {
-  auto ctx = MakeClientContext(rpc_timeout_);
+  auto ctx = Context(rpc_timeout_);
   tagi::v1::StoreAddRequest req;
   req.set_job_id(job);
   req.set_generation(gen);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/grpc_util.h"
+#include "absl/synchronization/mutex.h"
 #include "common/store.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 
@@ -26,7 +27,16 @@ class CoordinatorClient {
 
   const std::string& target() const { return target_; }
 
+  // On success the client keeps the id and secret it returns (the worker's
+  // credentials) and sends them with every later call, Register included
+  // (a re-registration keeps its id only with them).
   absl::StatusOr<tagi::v1::RegisterResponse> Register(const tagi::v1::RegisterRequest& req);
+  // Forgets the credentials (the coordinator refused them: the next
+  // Register gets a new id).
+  void ClearCredentials();
+  // The credentials, as metadata on `ctx` (the session stream's context,
+  // which the caller makes).
+  void AddCredentials(grpc::ClientContext* ctx) const;
   // Long poll: waits up to `wait` for an assignment.
   absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
                                                           absl::Duration wait);
@@ -55,9 +65,15 @@ class CoordinatorClient {
                                    int64_t delta);
 
  private:
+  // MakeClientContext with the credentials.
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const;
+
   const std::string target_;
   const absl::Duration rpc_timeout_;
   std::unique_ptr<tagi::v1::Cluster::Stub> stub_;
+  mutable absl::Mutex mu_;
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  std::string secret_ ABSL_GUARDED_BY(mu_);
 };
 
 // A Store whose keys live under (job, generation) on the coordinator. Long

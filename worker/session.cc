@@ -99,6 +99,7 @@ void Session::Handle(const tagi::v1::SessionDirective& d) {
 
 bool Session::RunStream() {
   auto ctx = MakeClientContext(absl::InfiniteDuration());  // liveness: silence_timeout
+  client_.AddCredentials(ctx.get());
   auto stream = client_.OpenSession(ctx.get());
   tagi::v1::SessionMessage first;
   {

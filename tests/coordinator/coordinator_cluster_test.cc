@@ -211,7 +211,7 @@ TEST_F(CoordinatorTest, SilentIdleWorkerIsGoneAndNotGivenAJob) {
   // It registers again under its id: live, idle, and placed.
   tagi::v1::RegisterRequest again;
   again.set_worker_id(w);
-  EXPECT_EQ(coord().Register(again, "peer").worker_id(), w);
+  EXPECT_EQ(coord().Register(again, "peer", coord().WorkerSecret(again.worker_id())).worker_id(), w);
   EXPECT_EQ(State(job), tagi::v1::RUNNING);
   EXPECT_EQ(Worker(w).state(), "BUSY");
 }

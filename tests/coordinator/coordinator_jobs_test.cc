@@ -146,11 +146,40 @@ TEST_F(CoordinatorTest, RegisterAssignsSequentialWorkerIds) {
     EXPECT_EQ(w.hostname(), "host");
     EXPECT_EQ(w.address(), "ipv4:127.0.0.1:1234");
   }
-  // A worker that re-registers with its id keeps it.
+  // A worker that re-registers with its id and its secret keeps it.
   tagi::v1::RegisterRequest again;
   again.set_worker_id("w-2");
-  EXPECT_EQ(coord().Register(again, "peer").worker_id(), "w-2");
+  EXPECT_EQ(coord().Register(again, "peer", coord().WorkerSecret(again.worker_id())).worker_id(), "w-2");
   EXPECT_EQ(Register(), "w-4");
+}
+
+// Ids are the coordinator's: naming one without its secret (or with
+// another worker's) gets a new id, never the named one; secrets are bound to
+// their id; a retried Register (same nonce) gets the first one's id.
+TEST_F(CoordinatorTest, RegisterKeepsAnIdOnlyWithItsSecretAndIsIdempotentByNonce) {
+  Start(1);
+  const tagi::v1::RegisterResponse first = coord().Register(tagi::v1::RegisterRequest(), "peer");
+  EXPECT_EQ(first.worker_id(), "w-1");
+  EXPECT_EQ(first.secret().size(), 64u);
+  EXPECT_TRUE(coord().VerifyWorker("w-1", first.secret()));
+  EXPECT_FALSE(coord().VerifyWorker("w-2", first.secret()));
+  EXPECT_FALSE(coord().VerifyWorker("w-1", ""));
+  tagi::v1::RegisterRequest claim;
+  claim.set_worker_id("w-1");
+  EXPECT_EQ(coord().Register(claim, "attacker").worker_id(), "w-2");
+  EXPECT_EQ(coord().Register(claim, "attacker", "00").worker_id(), "w-3");
+  EXPECT_EQ(coord().Register(claim, "attacker", coord().WorkerSecret("w-2")).worker_id(), "w-4");
+  // An id past the counter, even the largest, is not adopted: the counter
+  // goes on from where it was.
+  claim.set_worker_id("w-18446744073709551615");
+  EXPECT_EQ(coord().Register(claim, "attacker").worker_id(), "w-5");
+  tagi::v1::RegisterRequest retried;
+  retried.set_nonce("nonce-of-one-registration");
+  const std::string id = coord().Register(retried, "peer").worker_id();
+  EXPECT_EQ(id, "w-6");
+  EXPECT_EQ(coord().Register(retried, "peer").worker_id(), id);
+  EXPECT_EQ(coord().Register(retried, "peer").secret(), coord().WorkerSecret(id));
+  EXPECT_EQ(coord().ListWorkers().size(), 6u);  // no orphan
 }
 
 // A finished job's workers are idle and hold neither its id nor a rank

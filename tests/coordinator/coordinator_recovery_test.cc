@@ -194,7 +194,7 @@ TEST_F(RecoveryTest, CorruptNewestSnapshotOnDiskIsSkippedAndThePreviousOneUsed) 
   Start(o);
   tagi::v1::RegisterRequest again;
   again.set_worker_id(w);
-  ASSERT_EQ(coord().Register(again, "peer").worker_id(), w);
+  ASSERT_EQ(coord().Register(again, "peer", coord().WorkerSecret(again.worker_id())).worker_id(), w);
   const tagi::v1::Assignment a = AssignmentOf(w);
   EXPECT_EQ(a.resume_global_step(), 10u);
   const tagi::v1::Job j = GetJob(job);

@@ -221,7 +221,7 @@ TEST_F(StateTest, NoGenerationIsPlacedWhileTheStateDirCannotBeWritten) {
   Retry();
   tagi::v1::RegisterRequest again;  // heard from again after the fake half minute
   again.set_worker_id(w);
-  coord().Register(again, "peer");
+  coord().Register(again, "peer", coord().WorkerSecret(again.worker_id()));
   coord().Tick();  // finds the state dir writable again
   EXPECT_EQ(State(second), tagi::v1::RUNNING);
 }
@@ -275,7 +275,7 @@ TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
   Restart(StateOptions(1));
   tagi::v1::RegisterRequest again;
   again.set_worker_id(w);
-  coord().Register(again, "peer");
+  coord().Register(again, "peer", coord().WorkerSecret(again.worker_id()));
   EXPECT_EQ(AssignmentOf(w).resume_global_step(), 40u);
   const tagi::v1::Job j = GetJob(job);
   ASSERT_THAT(j.progress().epochs(), SizeIs(3));  // 1, 2 and 4: rank 0 never sent epoch 3's
@@ -333,7 +333,7 @@ TEST_F(StateTest, RetentionForgetsTheOldestEndedJobsWithTheirFiles) {
   for (int i = 0; i < 4; ++i) {
     tagi::v1::RegisterRequest again;  // heard from: not departed after the minute
     again.set_worker_id(w);
-    coord().Register(again, "peer");
+    coord().Register(again, "peer", coord().WorkerSecret(again.worker_id()));
     ids.push_back(Submit(1));
     ASSERT_TRUE(coord().UploadSnapshot(w, ids.back(), 1, 10, SnapshotBytes(ids.back(), 10, 0))
                     .ok());

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/protocol.h"
+#include "common/worker_credentials.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tagi/v1/cluster.grpc.pb.h"
@@ -129,9 +131,14 @@ TEST_F(HostileStreamsTest, ThreeHundredWatchesFromTheWorkersHostLeaveTheJobUnhar
 // an upload RPC until the server ends it; returns the final status and the
 // bytes the client got to send.
 template <typename Chunk, typename Response, typename Start>
-grpc::Status FloodUpload(Start start, Chunk first, uint64_t total, uint64_t& sent) {
+grpc::Status FloodUpload(Start start, Chunk first, uint64_t total, uint64_t& sent,
+                         const std::string& secret) {
   grpc::ClientContext ctx;
   AddProtocol(ctx);
+  if (!secret.empty()) {
+    ctx.AddMetadata(kWorkerIdMetadataKey, first.worker_id());
+    ctx.AddMetadata(kWorkerSecretMetadataKey, secret);
+  }
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   Response response;
   auto writer = start(&ctx, &response);
@@ -150,23 +157,35 @@ grpc::Status FloodUpload(Start start, Chunk first, uint64_t total, uint64_t& sen
   return writer->Finish();
 }
 
+// Uploads from a registered worker (valid credentials) for a job that does
+// not exist, and the same without credentials: each refused before its
+// bytes are read.
 TEST_F(HostileStreamsTest, UploadsForAJobThatDoesNotExistAreRefusedBeforeTheirBytes) {
   ASSERT_NO_FATAL_FAILURE(StartCoordinator(1));
   const pid_t pid = coordinator().Pid();
+  tagi::v1::RegisterResponse reg;
+  {
+    auto stub = tagi::v1::Cluster::NewStub(OwnChannel(address(), 9));
+    grpc::ClientContext ctx;
+    AddProtocol(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(stub->Register(&ctx, tagi::v1::RegisterRequest(), &reg).ok());
+  }
   const int64_t peak_before = PeakRssKib(pid);
   constexpr uint64_t kAnnounced = uint64_t{1} << 30;  // 1 GiB each
   std::vector<std::thread> threads;
   absl::Mutex mu;
-  std::vector<std::pair<grpc::Status, uint64_t>> results;
+  std::vector<std::tuple<grpc::Status, uint64_t, bool>> results;
   const absl::Time start = absl::Now();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 6; ++i) {
     threads.emplace_back([&, i] {
       auto stub = tagi::v1::Cluster::NewStub(OwnChannel(address(), i));
       uint64_t sent = 0;
       grpc::Status st;
+      const std::string secret = i < 4 ? reg.secret() : "";
       if (i % 2 == 0) {
         tagi::v1::SnapshotChunk first;
-        first.set_worker_id("w-7");
+        first.set_worker_id(reg.worker_id());
         first.set_job_id("job-404");
         first.set_generation(1);
         first.set_global_step(100);
@@ -174,33 +193,37 @@ TEST_F(HostileStreamsTest, UploadsForAJobThatDoesNotExistAreRefusedBeforeTheirBy
             [&](grpc::ClientContext* ctx, tagi::v1::UploadSnapshotResponse* resp) {
               return stub->UploadSnapshot(ctx, resp);
             },
-            first, kAnnounced, sent);
+            first, kAnnounced, sent, secret);
       } else {
         tagi::v1::UploadModelRequest first;
-        first.set_worker_id("w-7");
+        first.set_worker_id(reg.worker_id());
         first.set_job_id("job-404");
         first.set_generation(1);
         st = FloodUpload<tagi::v1::UploadModelRequest, tagi::v1::UploadModelResponse>(
             [&](grpc::ClientContext* ctx, tagi::v1::UploadModelResponse* resp) {
               return stub->UploadModel(ctx, resp);
             },
-            first, kAnnounced, sent);
+            first, kAnnounced, sent, secret);
       }
       absl::MutexLock lock(&mu);
-      results.emplace_back(st, sent);
+      results.emplace_back(st, sent, !secret.empty());
     });
   }
   for (auto& t : threads) t.join();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  for (const auto& [st, sent] : results) {
+  for (const auto& [st, sent, credentialed] : results) {
     EXPECT_FALSE(st.ok());
-    EXPECT_THAT(st.error_message(), HasSubstr("job-404"));
+    if (credentialed) {
+      EXPECT_THAT(st.error_message(), HasSubstr("job-404"));
+    } else {
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << st.error_message();
+    }
     EXPECT_LT(sent, uint64_t{128} << 20) << "the server kept reading a refused upload";
   }
   EXPECT_LT(seconds, 20.0);
   const int64_t growth = PeakRssKib(pid) - peak_before;
   EXPECT_LT(growth, 128 * 1024) << "peak RSS growth in KiB";
-  std::printf("[figure] 4 uploads announcing 1 GiB for no job: refused in %.2f s, peak RSS +%lld "
+  std::printf("[figure] 6 uploads announcing 1 GiB for no job: refused in %.2f s, peak RSS +%lld "
               "KiB\n",
               seconds, static_cast<long long>(growth));
 }
@@ -212,6 +235,25 @@ TEST_F(HostileStreamsTest, UploadsForAJobThatDoesNotExistAreRefusedBeforeTheirBy
 TEST_F(HostileStreamsTest, SilentSessionStreamsAreBoundedAndEndAtTheirDeadline) {
   ASSERT_NO_FATAL_FAILURE(StartCoordinator(1, {"--max-worker-streams", "8"}));
   auto stub = tagi::v1::Cluster::NewStub(OwnChannel(address(), 0));
+  // A registered worker's credentials: without them a stream is refused at
+  // once (below).
+  tagi::v1::RegisterResponse reg;
+  {
+    grpc::ClientContext ctx;
+    AddProtocol(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ASSERT_TRUE(stub->Register(&ctx, tagi::v1::RegisterRequest(), &reg).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    AddProtocol(ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto stream = stub->Session(&ctx);
+    tagi::v1::SessionDirective d;
+    EXPECT_FALSE(stream->Read(&d));
+    const grpc::Status st = stream->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << st.error_message();
+  }
   constexpr int kStreams = 9;
   std::vector<grpc::Status> ends(kStreams);
   std::vector<absl::Duration> took(kStreams);
@@ -221,6 +263,8 @@ TEST_F(HostileStreamsTest, SilentSessionStreamsAreBoundedAndEndAtTheirDeadline) 
     streams.emplace_back([&, i] {
       grpc::ClientContext ctx;
       AddProtocol(ctx);
+      ctx.AddMetadata(kWorkerIdMetadataKey, reg.worker_id());
+      ctx.AddMetadata(kWorkerSecretMetadataKey, reg.secret());
       ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
       auto stream = stub->Session(&ctx);
       tagi::v1::SessionDirective d;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
+#include "common/worker_credentials.h"
 #include "gtest/gtest.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tests/service/service_cluster.h"
@@ -31,8 +33,10 @@ namespace {
 class Session final
     : public grpc::ClientBidiReactor<tagi::v1::SessionMessage, tagi::v1::SessionDirective> {
  public:
-  Session(tagi::v1::Cluster::Stub* stub, std::string id)
+  Session(tagi::v1::Cluster::Stub* stub, std::string id, const std::string& secret)
       : id_(std::move(id)), ctx_(MakeClientContext(absl::Minutes(5))) {
+    ctx_->AddMetadata(kWorkerIdMetadataKey, id_);
+    ctx_->AddMetadata(kWorkerSecretMetadataKey, secret);
     stub->async()->Session(ctx_.get(), this);
     out_.set_worker_id(id_);
     out_.set_hostname("sim");
@@ -92,6 +96,7 @@ TEST_F(IdleSessionsTest, ThreadsDoNotGrowWithSessionsAndPollsAndEveryPollHearsOf
   ASSERT_GT(before, 0);
 
   std::vector<std::string> ids;
+  std::map<std::string, std::string> secrets;
   for (int i = 0; i < kWorkers; ++i) {
     const auto ctx = MakeClientContext(absl::Seconds(10));
     tagi::v1::RegisterRequest req;
@@ -100,9 +105,12 @@ TEST_F(IdleSessionsTest, ThreadsDoNotGrowWithSessionsAndPollsAndEveryPollHearsOf
     tagi::v1::RegisterResponse resp;
     ASSERT_TRUE(stub->Register(ctx.get(), req, &resp).ok());
     ids.push_back(resp.worker_id());
+    secrets[resp.worker_id()] = resp.secret();
   }
   std::vector<std::unique_ptr<Session>> sessions;
-  for (const std::string& id : ids) sessions.push_back(std::make_unique<Session>(stub.get(), id));
+  for (const std::string& id : ids) {
+    sessions.push_back(std::make_unique<Session>(stub.get(), id, secrets[id]));
+  }
 
   // Every worker long-polls Rendezvous (30 s) while heartbeating.
   struct Poll {
@@ -119,6 +127,8 @@ TEST_F(IdleSessionsTest, ThreadsDoNotGrowWithSessionsAndPollsAndEveryPollHearsOf
     auto p = std::make_unique<Poll>();
     p->req.set_worker_id(id);
     p->req.set_wait_ms(30000);
+    p->ctx->AddMetadata(kWorkerIdMetadataKey, id);
+    p->ctx->AddMetadata(kWorkerSecretMetadataKey, secrets[id]);
     Poll* raw = p.get();
     stub->async()->Rendezvous(raw->ctx.get(), &raw->req, &raw->resp, [&, raw](grpc::Status st) {
       std::lock_guard<std::mutex> lock(mu);
