@@ -9,6 +9,11 @@ namespace tagi {
 inline constexpr char kProtocolMetadataKey[] = "tagi-protocol";
 inline constexpr char kProtocolVersion[] = "1";
 
+// How a failure reason starts when the all-reduced step held NaN or Inf
+// (engine.h's CheckReduced): the coordinator fails the job when it comes
+// back after a resume.
+inline constexpr char kNonFiniteStepReason[] = "non-finite reduced step";
+
 }  // namespace tagi
 
 #endif  // TAGI_COMMON_PROTOCOL_H_

@@ -331,6 +331,7 @@ CoordinatorStats Coordinator::Stats() {
   out.workers_failed = workers_failed_;
   out.snapshots_stored = snapshots_stored_;
   out.snapshots_rejected = snapshots_rejected_;
+  out.models_rejected = models_rejected_;
   out.jobs_pruned = jobs_pruned_;
   out.state_write_failures = writer_->Failures();
   out.state_dir_ok = disk_.ok();

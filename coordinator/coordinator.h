@@ -70,6 +70,15 @@
 
 namespace tagi::coordinator {
 
+// The checksum (hex) of a model upload for a job of `spec`, computed from
+// its parameters, when it is a model file of the job's network whose every
+// value a training could hold (model_file.h's CheckParameterValues) and
+// `claimed_checksum` (empty: none) agrees; InvalidArgument saying what is
+// wrong otherwise. Pure.
+absl::StatusOr<std::string> VerifyModelUpload(const tagi::v1::JobSpec& spec,
+                                              const std::string& claimed_checksum,
+                                              const std::string& bytes);
+
 // A read-only snapshot of the coordinator for metrics (coordinator/metrics.h).
 struct JobStats {
   std::string id;
@@ -101,6 +110,7 @@ struct CoordinatorStats {
   uint64_t workers_failed = 0;       // sessions broken or heartbeats missed, ever
   uint64_t snapshots_stored = 0;
   uint64_t snapshots_rejected = 0;   // uploads refused, files skipped as corrupt
+  uint64_t models_rejected = 0;      // model uploads refused (VerifyModelUpload)
   // Failed attempts to write the state dir, by kind (job, model, snapshot,
   // counter, remove), and whether it can be written now.
   std::map<std::string, uint64_t> state_write_failures;
@@ -314,6 +324,9 @@ class Coordinator {
     std::string model_path;
     // Fault tolerance.
     std::vector<std::string> previous_workers;   // ranks of the failed generation
+    // The snapshot step the last generation that ended on a non-finite
+    // reduced step had resumed from; the same again fails the job.
+    std::optional<uint64_t> nonfinite_from;
     std::shared_ptr<const std::string> resume;   // snapshot of this generation
     uint64_t resume_step = 0;
     uint64_t max_reported_step = 0;              // by any rank, this generation
@@ -522,6 +535,7 @@ class Coordinator {
   uint64_t workers_failed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_stored_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t models_rejected_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t jobs_pruned_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t saved_failed_ ABSL_GUARDED_BY(mu_) = 0;  // job record writes that failed
   // The state dir's health as Tick last found it: no new generation is

@@ -11,6 +11,7 @@
 #include "common/job_spec.h"
 #include "common/status.h"
 #include "coordinator/coordinator.h"
+#include "worker/engine/model_file.h"
 
 namespace tagi::coordinator {
 namespace {
@@ -28,6 +29,37 @@ absl::Status CheckModelCrc(const std::string& bytes) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::StatusOr<std::string> VerifyModelUpload(const tagi::v1::JobSpec& spec,
+                                              const std::string& claimed_checksum,
+                                              const std::string& bytes) {
+  auto invalid = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("the model upload ", what));
+  };
+  absl::StatusOr<engine::Architecture> arch = engine::ArchitectureFromJobSpec(spec);
+  if (!arch.ok()) return arch.status();
+  absl::StatusOr<engine::ModelFile> model =
+      engine::DecodeModelFile(std::span<const char>(bytes.data(), bytes.size()));
+  if (!model.ok()) return invalid(absl::StrCat("is not a model file: ", model.status().message()));
+  if (auto st = engine::CheckSameArchitecture(*arch, model->architecture); !st.ok()) {
+    return invalid(absl::StrCat("is not this job's network: ", st.message()));
+  }
+  if (auto st = engine::CheckParameterValues(model->parameters, model->state); !st.ok()) {
+    return invalid(absl::StrCat("holds values no training makes: ", st.message()));
+  }
+  const std::string ours = FingerprintHex(ModelFingerprint(
+      model->parameters.data(), model->parameters.size(), model->state.data(),
+      model->state.size()));
+  if (!claimed_checksum.empty() && claimed_checksum != ours) {
+    return invalid(absl::StrFormat("claims checksum %s but its parameters' is %s",
+                                   claimed_checksum.substr(0, 32), ours));
+  }
+  return ours;
+}
+
+namespace {
 
 // A worker's free text (a failure reason) as the job keeps it: at most
 // kMaxWorkerTextBytes, cut at a UTF-8 character boundary.
@@ -218,14 +250,29 @@ absl::Status Coordinator::UploadModel(const std::string& worker_id, const std::s
         "model of %d bytes exceeds the limit of %d", bytes.size(), options_.max_model_bytes));
   }
   if (auto st = CheckModelCrc(bytes); !st.ok()) return st;
+  tagi::v1::JobSpec spec;
+  {
+    Lock lock(this);
+    auto r = RunningJobLocked(job, gen);
+    if (!r.ok()) return r.status();
+    if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
+      return absl::PermissionDeniedError("only rank 0 uploads the model");
+    }
+    spec = (*r)->job.spec();
+  }
+  // Decoded whole and checked outside the lock; the checksum is ours.
+  const absl::StatusOr<std::string> verified = VerifyModelUpload(spec, checksum, bytes);
   Lock lock(this);
+  if (!verified.ok()) {
+    ++models_rejected_;
+    std::fprintf(stderr, "tagi-coordinator: job %s: model upload from %s refused: %s\n",
+                 job.c_str(), worker_id.c_str(), std::string(verified.status().message()).c_str());
+    return verified.status();
+  }
   auto r = RunningJobLocked(job, gen);
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
-  if (rec.job.workers_size() == 0 || rec.job.workers(0) != worker_id) {
-    return absl::PermissionDeniedError("only rank 0 uploads the model");
-  }
-  rec.job.set_model_checksum(checksum);
+  rec.job.set_model_checksum(*verified);
   rec.job.set_model_bytes(bytes.size());
   // Kept in memory until it is on disk: a disk that fails now makes the job
   // wait for it instead of failing a generation that trained well.

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/protocol.h"
 #include "coordinator/coordinator.h"
 
 namespace tagi::coordinator {
@@ -230,12 +232,25 @@ void Coordinator::WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
 void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) {
   Job& job = r.job;
   const uint64_t gen = job.generation();
-  if (static_cast<int>(job.restarts()) >= options_.max_restarts) {
-    Log(absl::StrFormat("job %s generation %d failed (%s); giving up after %d restarts",
-                        job.id(), gen, reason, job.restarts()));
+  // A step that held NaN or Inf is never applied, and the generation
+  // resumes from the last snapshot; the same again from the same snapshot
+  // is no passing fault (a rank's data, hardware or code gives it).
+  std::string fatal;
+  if (absl::StrContains(reason, kNonFiniteStepReason)) {
+    const uint64_t from = job.snapshot_step();
+    if (r.nonfinite_from == from) {
+      fatal = absl::StrFormat("%s; again after resuming from step %d, so the job stops", reason,
+                              from);
+    }
+    r.nonfinite_from = from;
+  }
+  if (!fatal.empty() || static_cast<int>(job.restarts()) >= options_.max_restarts) {
+    if (fatal.empty()) {
+      fatal = absl::StrFormat("%s (gave up after %d restarts)", reason, job.restarts());
+    }
+    Log(absl::StrFormat("job %s generation %d failed: %s", job.id(), gen, fatal));
     std::vector<std::string> ranks(job.workers().begin(), job.workers().end());
-    EndJobLocked(r, tagi::v1::FAILED,
-                 absl::StrFormat("%s (gave up after %d restarts)", reason, job.restarts()));
+    EndJobLocked(r, tagi::v1::FAILED, fatal);
     for (const std::string& id : ranks) {
       auto w = workers_.find(id);
       if (w != workers_.end() && w->second.job_id == job.id()) ReleaseWorkerLocked(id);
@@ -350,6 +365,7 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
     return absl::InvalidArgumentError(absl::StrFormat(
         "snapshot of %d bytes exceeds the limit of %d", bytes.size(), options_.max_snapshot_bytes));
   }
+  tagi::v1::JobSpec spec;
   {
     Lock lock(this);
     auto r = RunningJobLocked(job, gen);
@@ -357,9 +373,14 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
     if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
       return absl::PermissionDeniedError("only rank 0 uploads snapshots");
     }
+    spec = (*r)->job.spec();
   }
-  // Checked (CRC, job, step) once, outside the lock; written by the writer thread.
-  const absl::StatusOr<Snapshot> decoded = CheckSnapshotUpload(job, global_step, bytes);
+  // Checked (CRC, job, step, the network's size, every value) once, outside
+  // the lock; written by the writer thread.
+  absl::StatusOr<Snapshot> decoded = CheckSnapshotUpload(job, global_step, bytes);
+  if (decoded.ok()) {
+    if (auto st = CheckSnapshotValues(spec, *decoded); !st.ok()) decoded = st;
+  }
   Lock lock(this);
   if (!decoded.ok()) {
     ++snapshots_rejected_;

@@ -137,6 +137,13 @@ void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Regi
   snapshots.Add({{"result", "stored"}}).Increment(static_cast<double>(stats.snapshots_stored));
   snapshots.Add({{"result", "rejected"}})
       .Increment(static_cast<double>(stats.snapshots_rejected));
+  prometheus::BuildCounter()
+      .Name("tagi_coordinator_models_rejected_total")
+      .Help("Model uploads refused: not a model file of the job's network, values no training "
+            "makes (a non-finite mean, a variance not positive), or a wrong checksum.")
+      .Register(reg)
+      .Add({})
+      .Increment(static_cast<double>(stats.models_rejected));
 
   auto& state_failures = prometheus::BuildCounter()
                              .Name("tagi_coordinator_state_write_failures_total")

@@ -13,6 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/status.h"
+#include "worker/engine/architecture.h"
+#include "worker/engine/model_file.h"
 
 namespace tagi {
 namespace {
@@ -184,6 +186,24 @@ absl::StatusOr<Snapshot> CheckSnapshotUpload(const std::string& job_id, uint64_t
                         global_step, absl::CEscape(decoded->job_id), decoded->global_step));
   }
   return decoded;
+}
+
+absl::Status CheckSnapshotValues(const tagi::v1::JobSpec& spec, const Snapshot& snapshot) {
+  absl::StatusOr<engine::Architecture> arch = engine::ArchitectureFromJobSpec(spec);
+  if (!arch.ok()) return arch.status();
+  const size_t expected = 2 * arch->num_parameters();
+  if (snapshot.parameters.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "refusing the snapshot upload of job %s step %d: %d parameter values, the job's network "
+        "has %d",
+        snapshot.job_id, snapshot.global_step, snapshot.parameters.size(), expected));
+  }
+  if (auto st = engine::CheckParameterValues(snapshot.parameters, snapshot.state); !st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("refusing the snapshot upload of job %s step %d: %s", snapshot.job_id,
+                        snapshot.global_step, st.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SnapshotStore::Put(const std::string& job_id, uint64_t global_step,

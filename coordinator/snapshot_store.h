@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/snapshot.h"
+#include "tagi/v1/job.pb.h"
 
 namespace tagi {
 
@@ -76,6 +77,11 @@ absl::StatusOr<SnapshotChoice> ChooseSnapshot(std::string_view job_id,
 // job_id at global_step: what Put checks before writing. InvalidArgument for
 // a bad job id or another job / step; DataLoss or FailedPrecondition (an
 // unknown format version) for bytes that do not decode.
+// OK when the snapshot's parameters fit a job of `spec` (its network's
+// number) and every value is one a training could hold (a finite mean, a
+// finite positive variance, finite state); InvalidArgument otherwise.
+absl::Status CheckSnapshotValues(const tagi::v1::JobSpec& spec, const Snapshot& snapshot);
+
 absl::StatusOr<Snapshot> CheckSnapshotUpload(const std::string& job_id, uint64_t global_step,
                                               std::span<const char> bytes);
 

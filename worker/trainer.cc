@@ -301,6 +301,9 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
   }
   timings_.allreduce_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   timings_.allreduce_bytes = buffer.size_bytes();
+  // A rank that sends NaN or Inf (broken or rogue) fails the step on every
+  // rank alike; the generation ends and nothing of it is applied.
+  TAGI_RETURN_IF_ERROR(model_.CheckReduced());
   const float scale = IsSumReduction(spec_) ? 1.0f : 1.0f / static_cast<float>(world_);
   TAGI_ASSIGN_OR_RETURN(const float control,
                         model_.EndReduce(scale, 1.0f / static_cast<float>(world_)));

@@ -620,5 +620,55 @@ TEST(Equivalence, RingAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
   EXPECT_EQ(fake[0].params, ring[0].params);
 }
 
+// A rank that sends NaN in its `at`-th all-reduce (1-based), as a broken or
+// rogue one would.
+class PoisonAt final : public Collective {
+ public:
+  PoisonAt(std::unique_ptr<Collective> inner, int at) : inner_(std::move(inner)), at_(at) {}
+  int rank() const override { return inner_->rank(); }
+  int world() const override { return inner_->world(); }
+  absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override {
+    if (++calls_ == at_ && !data.empty()) data[data.size() / 2] = std::nanf("");
+    return inner_->AllReduceSum(data, timeout);
+  }
+  absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override {
+    return inner_->Broadcast(data, root, timeout);
+  }
+  absl::Status Barrier(absl::Duration timeout) override { return inner_->Barrier(timeout); }
+  void Abort() override { inner_->Abort(); }
+
+ private:
+  const std::unique_ptr<Collective> inner_;
+  const int at_;
+  int calls_ = 0;
+};
+
+// One rank's NaN fails that step on every rank with the reason, and none of
+// it is applied: both ranks hold the model of the step before.
+TEST(Equivalence, ANaNFromOneRankFailsTheStepOnEveryRankAndIsNeverApplied) {
+  const data::LoadedData data = MakeData();
+  const JobSpec spec = Spec(8, JobSpec::SUM);
+  const auto clean = TrainRanks(Backend::kInProcess, spec, data, 3);
+  ExpectAllOk(clean, 3);
+  constexpr int kWorld = 2;
+  InProcessGroup group(kWorld);
+  std::vector<RankRun> runs(kWorld);
+  std::latch finished(kWorld);
+  testing::RunRanks(kWorld, [&](int r) {
+    std::unique_ptr<Collective> member = group.Member(r);
+    if (r == 1) member = std::make_unique<PoisonAt>(std::move(member), 4);
+    TrainRank(r, *member, spec, data, 6, nullptr, runs[r], false);
+    finished.arrive_and_wait();
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(runs[r].steps.size(), 4u) << "rank " << r;
+    for (int s = 0; s < 3; ++s) EXPECT_TRUE(runs[r].steps[s].ok()) << runs[r].steps[s];
+    EXPECT_EQ(runs[r].steps[3].code(), absl::StatusCode::kDataLoss) << runs[r].steps[3];
+    EXPECT_NE(runs[r].steps[3].message().find("non-finite reduced step"), absl::string_view::npos)
+        << runs[r].steps[3];
+    EXPECT_EQ(runs[r].params, clean[r].params) << "rank " << r << " applied the poisoned step";
+  }
+}
+
 }  // namespace
 }  // namespace tagi

@@ -1,7 +1,9 @@
 // The worker-facing half of the Coordinator: generation fencing, the
 // job-scoped store, progress, model upload, silent workers and watching.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -135,6 +137,91 @@ TEST_F(CoordinatorTest, UploadWithABadChecksumIsDataLossAndTheJobDoesNotSucceed)
   ASSERT_TRUE(Finish(job, w[1], 1).ok());
   EXPECT_NE(State(job), tagi::v1::SUCCEEDED);
   EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Nothing is stored unverified: an upload must be a model file of the
+// job's network holding values a training could (finite means, positive
+// variances), and its checksum is the coordinator's own.
+TEST(VerifyModelUploadTest, RefusesAnythingButAModelOfTheJobsNetworkWithSaneValues) {
+  const tagi::v1::JobSpec spec = Spec(1);
+  auto arch = engine::ArchitectureFromJobSpec(spec);
+  ASSERT_TRUE(arch.ok()) << arch.status();
+  const size_t n = arch->num_parameters();
+  std::vector<float> params(2 * n, 0.01f);
+  const std::string good = engine::EncodeModelFile(*arch, {}, params);
+  const std::string sum = FingerprintHex(ModelFingerprint(params.data(), params.size(), nullptr, 0));
+  auto ok = VerifyModelUpload(spec, sum, good);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*ok, sum);
+  EXPECT_EQ(*VerifyModelUpload(spec, "", good), sum);
+  auto refused = [&](const std::string& bytes, const std::string& claimed = "") {
+    auto r = VerifyModelUpload(spec, claimed, bytes);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    return std::string(r.status().message());
+  };
+  EXPECT_THAT(refused(good, "00112233deadbeef"), HasSubstr("claims checksum 00112233deadbeef"));
+  // 1,164 bytes of text with a valid CRC (the attack of issue 31).
+  std::string text(1160, 'x');
+  const uint32_t crc = Crc32(text.data(), text.size());
+  for (int i = 0; i < 4; ++i) text.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  EXPECT_THAT(refused(text), HasSubstr("is not a model file"));
+  std::vector<float> bad = params;
+  bad[0] = std::nanf("");
+  EXPECT_THAT(refused(engine::EncodeModelFile(*arch, {}, bad)),
+              HasSubstr("the mean of parameter 0"));
+  bad = params;
+  bad[n + 5] = 0.0f;
+  EXPECT_THAT(refused(engine::EncodeModelFile(*arch, {}, bad)),
+              HasSubstr("the variance of parameter 5"));
+  bad = params;
+  bad[n + 6] = -std::numeric_limits<float>::infinity();
+  EXPECT_THAT(refused(engine::EncodeModelFile(*arch, {}, bad)),
+              HasSubstr("the variance of parameter 6"));
+  // Another network: one more hidden unit.
+  engine::Architecture other = *arch;
+  other.layers[0].out += 1;
+  other.layers[2].in += 1;
+  ASSERT_TRUE(engine::ValidateArchitecture(other).ok());
+  EXPECT_THAT(refused(engine::EncodeModelFile(other, {}, std::vector<float>(
+                                                             2 * other.num_parameters(), 0.01f))),
+              HasSubstr("is not this job's network"));
+}
+
+TEST_F(CoordinatorTest, AModelOfTextOrNaNsIsRefusedCountedAndTheJobDoesNotSucceed) {
+  Start(1);
+  const std::string job = Submit(1);
+  const auto w = RegisterN(1);
+  std::string text(1160, 'x');
+  const uint32_t crc = Crc32(text.data(), text.size());
+  for (int i = 0; i < 4; ++i) text.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  EXPECT_EQ(Upload(job, w[0], text).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coord().Stats().models_rejected, 1u);
+  std::vector<float> nan_means(2 * ExampleParameterCount(), 0.01f);
+  nan_means[7] = std::nanf("");
+  auto arch = engine::ArchitectureFromJobSpec(Spec(1));
+  ASSERT_TRUE(arch.ok());
+  EXPECT_EQ(Upload(job, w[0], engine::EncodeModelFile(*arch, {}, nan_means)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coord().Stats().models_rejected, 2u);
+  EXPECT_EQ(coord().ModelFile(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Finish(job, w[0], 0).ok());
+  EXPECT_NE(State(job), tagi::v1::SUCCEEDED);
+}
+
+TEST(CheckSnapshotValuesTest, RefusesTheWrongSizeAndValuesNoTrainingMakes) {
+  const tagi::v1::JobSpec spec = Spec(1);
+  auto snapshot = DecodeSnapshot(ExampleSnapshotBytes("job-1", 10, 0, 10));
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_TRUE(CheckSnapshotValues(spec, *snapshot).ok());
+  Snapshot s = *snapshot;
+  s.parameters[3] = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(CheckSnapshotValues(spec, s).message(), HasSubstr("the mean of parameter 3"));
+  s = *snapshot;
+  s.parameters.back() = 0.0f;
+  EXPECT_THAT(CheckSnapshotValues(spec, s).message(), HasSubstr("the variance of parameter"));
+  s = *snapshot;
+  s.parameters.resize(16);
+  EXPECT_THAT(CheckSnapshotValues(spec, s).message(), HasSubstr("16 parameter values"));
 }
 
 TEST_F(CoordinatorTest, OnlyRankZeroMayUploadTheModel) {

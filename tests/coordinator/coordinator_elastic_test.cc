@@ -16,15 +16,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::string SnapshotBytes(const std::string& job, uint64_t global_step, uint64_t epoch = 0) {
-  Snapshot s;
-  s.job_id = job;
-  s.generation = 1;
-  s.epoch = epoch;
-  s.step = global_step;
-  s.global_step = global_step;
-  s.parameters.assign(16, 0.5f);
-  s.architecture = "test";
-  return EncodeSnapshot(s);
+  return ExampleSnapshotBytes(job, global_step, epoch, global_step);
 }
 
 tagi::v1::JobSpec ElasticSpec(uint32_t min_world, uint32_t max_world) {

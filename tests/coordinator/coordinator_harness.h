@@ -1,9 +1,10 @@
 // Test harness for the Coordinator: a FakeClock, a valid job spec, model
-// bytes with a valid trailing CRC, and short-hands for the worker calls.
+// files and snapshots of its network, and short-hands for the worker calls.
 // Waits are zero or a few milliseconds; nothing sleeps.
 #ifndef TAGI_TESTS_COORDINATOR_COORDINATOR_HARNESS_H_
 #define TAGI_TESTS_COORDINATOR_COORDINATOR_HARNESS_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,11 +13,14 @@
 #include "common/checksum.h"
 #include "common/clock.h"
 #include "common/job_spec.h"
+#include "common/snapshot.h"
 #include "coordinator/coordinator.h"
 #include "gtest/gtest.h"
 #include "tagi/v1/cluster.pb.h"
 #include "tagi/v1/jobs.pb.h"
 #include "tests/testing/scratch_dir.h"
+#include "worker/engine/architecture.h"
+#include "worker/engine/model_file.h"
 
 namespace tagi::coordinator::test {
 
@@ -30,13 +34,45 @@ inline tagi::v1::JobSpec Spec(uint32_t world) {
   return *spec;
 }
 
-// A model file as the engine writes it as far as the coordinator can tell:
-// at least 24 bytes, ending with the little-endian CRC-32 of the rest.
+// The number of parameters of the example job's network.
+inline size_t ExampleParameterCount() {
+  auto arch = engine::ArchitectureFromJobSpec(Spec(1));
+  EXPECT_TRUE(arch.ok()) << arch.status();
+  return arch.ok() ? arch->num_parameters() : 0;
+}
+
+// A model file of the example job's network as the engine writes it (the
+// coordinator decodes and checks every upload): means drawn from
+// `payload`'s bytes, so that different payloads give different models;
+// variances 0.01.
 inline std::string ModelBytes(const std::string& payload = "TAGI model parameters 0123456789") {
-  std::string bytes = payload;
-  const uint32_t crc = Crc32(bytes.data(), bytes.size());
-  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
-  return bytes;
+  auto arch = engine::ArchitectureFromJobSpec(Spec(1));
+  EXPECT_TRUE(arch.ok()) << arch.status();
+  if (!arch.ok()) return "";
+  const size_t n = arch->num_parameters();
+  std::vector<float> parameters(2 * n, 0.01f);
+  for (size_t i = 0; i < n; ++i) {
+    parameters[i] = static_cast<float>(static_cast<unsigned char>(payload[i % payload.size()])) /
+                    256.0f;
+  }
+  return engine::EncodeModelFile(*arch, {}, parameters);
+}
+
+// A snapshot of the example job's network: every mean `fill`, every
+// variance 0.5.
+inline std::string ExampleSnapshotBytes(const std::string& job, uint64_t global_step,
+                                        uint64_t epoch, uint64_t step, float fill = 0.5f) {
+  Snapshot s;
+  s.job_id = job;
+  s.generation = 1;
+  s.epoch = epoch;
+  s.step = step;
+  s.global_step = global_step;
+  s.parameters.assign(2 * ExampleParameterCount(), 0.5f);
+  std::fill(s.parameters.begin(), s.parameters.begin() + static_cast<ptrdiff_t>(s.parameters.size() / 2),
+            fill);
+  s.architecture = "test";
+  return EncodeSnapshot(s);
 }
 
 // A fresh directory for one test, removed afterwards.
@@ -130,7 +166,7 @@ class CoordinatorTest : public ::testing::Test {
 
   absl::Status Upload(const std::string& job, const std::string& worker,
                       std::string bytes = ModelBytes(), uint64_t gen = 1) {
-    return coord_->UploadModel(worker, job, gen, "00112233deadbeef", std::move(bytes));
+    return coord_->UploadModel(worker, job, gen, "", std::move(bytes));
   }
 
   absl::StatusOr<tagi::v1::ProgressReply> Report(const std::string& job, const std::string& worker,

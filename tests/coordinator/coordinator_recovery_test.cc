@@ -15,21 +15,13 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string SnapshotBytes(const std::string& job, uint64_t global_step, float fill = 0.5f) {
-  Snapshot s;
-  s.job_id = job;
-  s.generation = 1;
-  s.epoch = 0;
-  s.step = global_step;
-  s.global_step = global_step;
-  s.parameters.assign(16, fill);
-  s.architecture = "test";
-  return EncodeSnapshot(s);
+  return ExampleSnapshotBytes(job, global_step, 0, global_step, fill);
 }
 
 class RecoveryTest : public CoordinatorTest {
  protected:
   absl::Status FinishRetryable(const std::string& job, const std::string& worker, uint32_t rank,
-                               uint64_t gen) {
+                               uint64_t gen, const std::string& reason = "the ring broke") {
     tagi::v1::FinishJobRequest req;
     req.set_worker_id(worker);
     req.set_job_id(job);
@@ -37,7 +29,7 @@ class RecoveryTest : public CoordinatorTest {
     req.set_rank(rank);
     req.set_ok(false);
     req.set_retryable(true);
-    req.set_reason("the ring broke");
+    req.set_reason(reason);
     return coord().FinishJob(req);
   }
 };
@@ -131,6 +123,27 @@ TEST_F(RecoveryTest, JobFailsAfterMaxRestarts) {
   EXPECT_EQ(j.state(), tagi::v1::FAILED);
   EXPECT_THAT(j.reason(), HasSubstr("gave up after 2 restarts"));
   EXPECT_EQ(Worker(w).state(), "IDLE");
+}
+
+// A step whose all-reduced values held NaN or Inf ends the generation (it
+// was never applied); after a snapshot came it may happen once more, but
+// twice from the same snapshot is no passing fault: the job fails, saying so.
+TEST_F(RecoveryTest, ANonFiniteStepTwiceFromTheSameSnapshotFailsTheJob) {
+  Start(1);
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  const std::string nan = "non-finite reduced step: value 7 of 100 of the all-reduced deltas is nan";
+  ASSERT_TRUE(FinishRetryable(job, w, 0, 1, nan).ok());
+  ASSERT_EQ(AssignmentOf(w).generation(), 2u);
+  ASSERT_TRUE(coord().UploadSnapshot(w, job, 2, 10, SnapshotBytes(job, 10)).ok());
+  ASSERT_TRUE(FinishRetryable(job, w, 0, 2, nan).ok());  // the snapshot moved on: once more
+  ASSERT_EQ(AssignmentOf(w).generation(), 3u);
+  EXPECT_EQ(AssignmentOf(w).resume_global_step(), 10u);
+  ASSERT_TRUE(FinishRetryable(job, w, 0, 3, nan).ok());
+  const tagi::v1::Job j = GetJob(job);
+  EXPECT_EQ(j.state(), tagi::v1::FAILED);
+  EXPECT_THAT(j.reason(), HasSubstr("non-finite reduced step"));
+  EXPECT_THAT(j.reason(), HasSubstr("again after resuming from step 10"));
 }
 
 TEST_F(RecoveryTest, SnapshotsComeFromRankZeroAndTheNextGenerationResumesFromTheNewest) {

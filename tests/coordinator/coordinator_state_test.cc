@@ -43,15 +43,7 @@ class FaultyFileSystem : public FileSystem {
 };
 
 std::string SnapshotBytes(const std::string& job, uint64_t global_step, uint64_t epoch) {
-  Snapshot s;
-  s.job_id = job;
-  s.generation = 1;
-  s.epoch = epoch;
-  s.step = 0;
-  s.global_step = global_step;
-  s.parameters.assign(16, 0.5f);
-  s.architecture = "test";
-  return EncodeSnapshot(s);
+  return ExampleSnapshotBytes(job, global_step, epoch, 0);
 }
 
 tagi::v1::EpochMetrics Epoch(uint64_t n) {

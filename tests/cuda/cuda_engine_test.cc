@@ -987,6 +987,45 @@ TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
   EXPECT_EQ(gpu->EndReduce(1.0f, 1.0f).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// CheckReduced finds a NaN or an Inf that a rank sent, in the host buffer
+// and in the device buffer (where NCCL sums), and passes a finite one.
+TEST(CudaEngine, CheckReducedFindsANonFiniteValueInEitherBuffer) {
+  SKIP_WITHOUT_GPU();
+  Case c = RandomCase(17);
+  auto gpu = MakeGpu(c.arch, c.batch);
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_TRUE(gpu->Initialize(1, {}).ok());
+  Rng rng(2);
+  const std::vector<float> x = Normal(rng, c.batch * c.arch.input_width(), 1.0);
+  std::vector<int32_t> labels(c.batch, 1);
+  std::vector<float> targets(c.batch * c.arch.output_width(), 0.5f);
+  ASSERT_TRUE(gpu->TrainStep(x.data(), labels.data(), targets.data(), c.batch, 1.0f).ok());
+  auto host = gpu->BeginReduce(/*device_memory=*/false, 0.0f);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_TRUE(gpu->CheckReduced().ok());
+  (*host)[3] = std::numeric_limits<float>::quiet_NaN();
+  const absl::Status st = gpu->CheckReduced();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("non-finite reduced step: value 3 of"), absl::string_view::npos)
+      << st;
+  (*host)[3] = 0.0f;
+  ASSERT_TRUE(gpu->EndReduce(1.0f, 1.0f).ok());
+
+  auto device = gpu->BeginReduce(/*device_memory=*/true, 0.0f);
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_TRUE(gpu->CheckReduced().ok());
+  auto stream = Stream::Create();
+  ASSERT_TRUE(stream.ok());
+  const float inf = std::numeric_limits<float>::infinity();
+  ASSERT_EQ(cudaMemcpyAsync(device->data() + device->size() / 2, &inf, sizeof(float),
+                            cudaMemcpyHostToDevice, stream->get()),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);
+  const absl::Status dev = gpu->CheckReduced();
+  EXPECT_EQ(dev.code(), absl::StatusCode::kDataLoss) << dev;
+  EXPECT_NE(dev.message().find("non-finite reduced step"), absl::string_view::npos) << dev;
+}
+
 // Gemm's split-k path (a small output, a long inner dimension) and its
 // cuBLAS path agree with the CPU's product for every transpose and both
 // betas, with padded leading dimensions; with beta 0 the output is not read

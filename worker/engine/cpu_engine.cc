@@ -1,8 +1,10 @@
 #include "worker/engine/cpu_engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "common/protocol.h"
 
 namespace tagi::engine {
 
@@ -109,6 +111,20 @@ absl::StatusOr<float> CpuEngine::EndReduce(float scale, float state_scale) {
   }
   model_->TakeReducedState(state_scale);
   return model_->reduce_buffer().back();
+}
+
+absl::Status CpuEngine::CheckReduced() { return CheckFiniteReduced(model_->reduce_buffer()); }
+
+absl::Status CheckFiniteReduced(std::span<const float> values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: value %d of %d of the all-reduced deltas is %f (a rank sent NaN or Inf); the "
+          "step is not applied",
+          kNonFiniteStepReason, i, values.size(), values[i]));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CpuEngine::SetBatchSync(std::function<absl::Status(std::span<float>)> sum,

@@ -39,6 +39,7 @@ class CpuEngine final : public Engine {
                          float sigma_v) override;
   absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
   absl::StatusOr<float> EndReduce(float scale, float state_scale) override;
+  absl::Status CheckReduced() override;
   absl::Status ApplyStep(float cap_factor) override;
   absl::Status SetBatchSync(std::function<absl::Status(std::span<float>)> sum,
                             size_t world) override;

@@ -40,6 +40,10 @@
 
 namespace tagi::engine {
 
+// OK when every value is finite; DataLoss naming the first that is not
+// (CheckReduced's message).
+absl::Status CheckFiniteReduced(std::span<const float> values);
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -98,6 +102,11 @@ class Engine {
   // `state_scale` (1 / world: every replica keeps the average), and
   // returns the reduced control word.
   virtual absl::StatusOr<float> EndReduce(float scale, float state_scale) = 0;
+  // Between the collective and EndReduce: OK when every value of the reduced
+  // buffer (deltas, state, control word) is finite, DataLoss otherwise (a
+  // rank sent NaN or Inf, or the sum overflowed). A step that fails it must
+  // not be taken back or applied.
+  virtual absl::Status CheckReduced() = 0;
 
   // The capped update with the variance floor (TAGI.md section 7).
   virtual absl::Status ApplyStep(float cap_factor) = 0;

@@ -1,5 +1,6 @@
 #include "worker/engine/model_file.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -258,6 +259,33 @@ absl::Status CheckSameArchitecture(const Architecture& expected, const Architect
   return absl::FailedPreconditionError(absl::StrCat(
       "architecture mismatch: the job describes ", expected.ToString(), " but the model file holds ",
       found.ToString()));
+}
+
+absl::Status CheckParameterValues(std::span<const float> parameters,
+                                  std::span<const float> state) {
+  if (parameters.size() % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d parameter values: not [means][variances]", parameters.size()));
+  }
+  const size_t n = parameters.size() / 2;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(parameters[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("the mean of parameter %d of %d is %f", i, n, parameters[i]));
+    }
+    const float var = parameters[n + i];
+    if (!std::isfinite(var) || var <= 0.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("the variance of parameter %d of %d is %f", i, n, var));
+    }
+  }
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (!std::isfinite(state[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("state value %d of %d is %f", i, state.size(), state[i]));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tagi::engine

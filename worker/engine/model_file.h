@@ -78,6 +78,13 @@ absl::StatusOr<ModelFile> LoadModelFile(const std::string& path);
 // OK when equal; otherwise FailedPrecondition naming both architectures.
 absl::Status CheckSameArchitecture(const Architecture& expected, const Architecture& found);
 
+// OK when `parameters` is an arena [mu N][var N] whose every mean is finite
+// and every variance finite and positive, and every state value is finite;
+// InvalidArgument naming the first one that is not (what a model or
+// snapshot from a broken or rogue rank holds).
+absl::Status CheckParameterValues(std::span<const float> parameters,
+                                  std::span<const float> state);
+
 }  // namespace tagi::engine
 
 #endif  // TAGI_WORKER_ENGINE_MODEL_FILE_H_

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/protocol.h"
 #include "common/checksum.h"
 #include "common/hsm_tree.h"
 #include "common/status.h"
@@ -107,7 +108,8 @@ struct CudaEngineState {
   // the host copy of the reduce buffer (allocated on first use).
   PinnedFloats staging;
   PinnedFloats host_out;
-  PinnedFloats control;
+  PinnedFloats control;  // [control word][CheckReduced's flag]
+  DeviceFloats nonfinite;  // CheckReduced's flag on the device
   PinnedFloats reduce_host;
   bool output_pending = false;  // host_out is being filled by the stream
   Event output_ready;           // host_out holds the last forward's output
@@ -344,7 +346,8 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architectur
 #endif
   TAGI_ASSIGN_OR_RETURN(s->uploaded, Event::Create());
   TAGI_ASSIGN_OR_RETURN(s->output_ready, Event::Create());
-  TAGI_ASSIGN_OR_RETURN(s->control, PinnedFloats::Allocate(Model::kControlWords));
+  TAGI_ASSIGN_OR_RETURN(s->control, PinnedFloats::Allocate(Model::kControlWords + 1));
+  TAGI_ASSIGN_OR_RETURN(s->nonfinite, DeviceFloats::Allocate(1));
   TAGI_RETURN_IF_ERROR(AllocateModelArena(*s));
   TAGI_RETURN_IF_ERROR(AllocateBatchArena(*s, batch));
   // Record once so that the first upload's wait has an event to wait on.
@@ -723,6 +726,34 @@ absl::StatusOr<std::span<float>> CudaEngine::BeginReduce(bool device_memory, flo
   s.reduce_host.get()[2 * s.n + state] = control;
   s.reduce = ReduceMode::kHost;
   return std::span<float>(s.reduce_host.get(), size);
+}
+
+absl::Status CudaEngine::CheckReduced() {
+  CudaEngineState& s = *s_;
+  TAGI_USE_DEVICE();
+  const size_t state = s.plan.num_state;
+  if (s.reduce == ReduceMode::kHost) {
+    return CheckFiniteReduced(
+        std::span<const float>(s.reduce_host.get(), 2 * s.n + state + Model::kControlWords));
+  }
+  if (s.reduce != ReduceMode::kDevice) {
+    return absl::FailedPreconditionError("CheckReduced without BeginReduce");
+  }
+  // The padding between the halves is zero: the whole buffer is checked.
+  float* flag = s.control.get() + Model::kControlWords;
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.nonfinite.get(), 0, sizeof(float), s.s()));
+  TAGI_CUDA_RETURN_IF_ERROR(kernels::FlagNonFinite(
+      s.deltas(), 2 * s.n_pad + state + Model::kControlWords, s.nonfinite.get(), s.s()));
+  TAGI_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(flag, s.nonfinite.get(), sizeof(float), cudaMemcpyDeviceToHost, s.s()));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.s()));
+  if (*flag != 0.0f) {
+    return absl::DataLossError(absl::StrCat(
+        kNonFiniteStepReason,
+        ": a value of the all-reduced deltas is not finite (a rank sent NaN or Inf); the step is "
+        "not applied"));
+  }
+  return absl::OkStatus();
 }
 
 // The reduced state comes back times state_scale (the replicas' average),

@@ -81,6 +81,7 @@ class CudaEngine final : public Engine {
                          float sigma_v) override;
   absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
   absl::StatusOr<float> EndReduce(float scale, float state_scale) override;
+  absl::Status CheckReduced() override;
   // Synchronised batch norm: each BatchNorm's sums go through pinned host
   // memory to `sum` (two per layer and training step).
   absl::Status SetBatchSync(std::function<absl::Status(std::span<float>)> sum,

@@ -27,6 +27,13 @@ __global__ void SquareKernel(const float* x, size_t n, float* y) {
   TAGI_GRID_STRIDE(i, n) { y[i] = x[i] * x[i]; }
 }
 
+__global__ void FlagNonFiniteKernel(const float* x, size_t n, float* flag) {
+  // Every writer writes the same value: the result does not depend on order.
+  TAGI_GRID_STRIDE(i, n) {
+    if (!isfinite(x[i])) *flag = 1.0f;
+  }
+}
+
 __global__ void SplitKPartialsKernel(bool ta, bool tb, size_t m, size_t n, size_t k,
                                      const float* a, size_t lda, const float* b, size_t ldb,
                                      size_t slices, float* partials) {
@@ -322,6 +329,10 @@ cudaError_t Accumulate(const float* src_mu, const float* src_var, size_t n, floa
 
 cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream) {
   return Launch(ScaleKernel, n, stream, x, n, scale);
+}
+
+cudaError_t FlagNonFinite(const float* x, size_t n, float* flag, cudaStream_t stream) {
+  return Launch(FlagNonFiniteKernel, n, stream, x, n, flag);
 }
 
 cudaError_t SplitKPartials(bool ta, bool tb, size_t m, size_t n, size_t k, const float* a,

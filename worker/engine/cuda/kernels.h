@@ -109,6 +109,10 @@ cudaError_t Accumulate(const float* src_mu, const float* src_var, size_t n, floa
 // x *= scale.
 cudaError_t Scale(float* x, size_t n, float scale, cudaStream_t stream);
 
+// *flag = 1 when some x[i] is not finite (left as it was otherwise: the
+// caller zeroes it first).
+cudaError_t FlagNonFinite(const float* x, size_t n, float* flag, cudaStream_t stream);
+
 // A row-major product C[m x n] = op(A)[m x k] op(B)[k x n] + beta C cut
 // along k into `slices` slices of ceil(k / slices) (cublas_gemm.cc says
 // when): partials[s][i][j] = the slice-s part of the sum, then C = the
