@@ -668,6 +668,7 @@ void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& 
   r.job.set_state(state);
   r.job.set_reason(reason);
   r.job.set_end_time_ms(NowMs());
+  r.ended_at = clock_.Now();
   store_.DeletePrefix(absl::StrCat("job/", r.job.id(), "/"));
   // A rank waiting for a key its peers can no longer set hears now, as the
   // store calls after this one do (RunningJob), and reports back.

@@ -324,6 +324,9 @@ class Coordinator {
     std::string model_path;
     // Fault tolerance.
     std::vector<std::string> previous_workers;   // ranks of the failed generation
+    // When it ended, or was loaded ended, on clock_ (monotonic): retention
+    // ages count from here.
+    absl::Time ended_at;
     // The snapshot step the last generation that ended on a non-finite
     // reduced step had resumed from; the same again fails the job.
     std::optional<uint64_t> nonfinite_from;

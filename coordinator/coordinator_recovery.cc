@@ -477,6 +477,9 @@ void Coordinator::LoadState() {
     r.job = std::move(job);
     r.saved_version = r.version;  // as on disk
     if (IsTerminal(r.job.state())) r.end_version = r.version;
+    // Its age for retention counts from now: the wall time it ended at says
+    // nothing trustworthy after a restart (the host's clock may have jumped).
+    r.ended_at = clock_.Now();
     Job& j = r.job;
     if (j.state() == tagi::v1::SUCCEEDED) {
       const fs::path model = root / "models" / (j.id() + ".tagi");

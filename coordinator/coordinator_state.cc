@@ -179,17 +179,19 @@ void Coordinator::PruneEndedLocked() {
   std::vector<EndedJob> ended;
   for (const auto& [id, r] : jobs_) {
     if (IsTerminal(r.job.state()) && FinalSavedLocked(r)) {
-      ended.push_back({id, absl::FromUnixMillis(r.job.end_time_ms()), r.seq});
+      ended.push_back({id, r.ended_at, r.seq});
     }
   }
+  // Ages on the monotonic clock (from the end, or from the load for a job
+  // that ended before this process): a wall-clock jump deletes nothing.
+  const absl::Time now = clock_.Now();
   if (ended.size() <= options_.retention.max_ended_jobs && !ended.empty()) {
     const auto oldest = std::min_element(ended.begin(), ended.end(), [](auto& a, auto& b) {
       return a.ended < b.ended;
     });
-    if (absl::FromUnixMillis(NowMs()) - oldest->ended <= options_.retention.max_ended_age) return;
+    if (now - oldest->ended <= options_.retention.max_ended_age) return;
   }
-  for (const Pruning& p :
-       DecideRetention(absl::FromUnixMillis(NowMs()), std::move(ended), options_.retention)) {
+  for (const Pruning& p : DecideRetention(now, std::move(ended), options_.retention)) {
     Log(absl::StrFormat("forgetting job %s: %s", p.id, p.reason));
     jobs_.erase(p.id);
     ++jobs_pruned_;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/clock.h"
 #include "common/grpc_util.h"
 #include "common/worker_credentials.h"
 #include "common/status.h"
@@ -496,7 +497,7 @@ class SessionReactor final
 
   ClusterService& s_;
   grpc::CallbackServerContext* const ctx_;
-  const absl::Time created_ = absl::Now();
+  const absl::Time created_ = RealClock().Now();  // steady: a wall-clock step changes nothing
   std::weak_ptr<SessionReactor> self_;
   tagi::v1::SessionMessage in_;  // the reads' own (one read at a time)
   std::string caller_;           // set by Start: whose credentials the stream has
@@ -594,7 +595,7 @@ void ClusterService::KeepAliveLoop() {
       open.reserve(sessions_.size());
       for (const auto& [raw, owned] : sessions_) open.push_back(owned);
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = RealClock().Now();
     for (const auto& r : open) {
       r->EndIfUnopenedBy(now, r->created() + kFirstMessageTimeout);
       r->Pump(true);

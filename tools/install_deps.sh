@@ -23,6 +23,8 @@ PACKAGES=(
   # installing starts no daemon where systemd does not run, and the test runs
   # its own munged, slurmctld and slurmd from a temporary directory
   slurm-wlm munge shellcheck iproute2
+  # libfaketime: the wall-clock jump tests (tests/hostile/hostile_time_test.cc)
+  faketime
 )
 
 missing=()

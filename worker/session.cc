@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "common/grpc_util.h"
 #include "common/backoff.h"
+#include "common/clock.h"
+#include "common/grpc_util.h"
 
 namespace tagi {
 namespace {
@@ -109,14 +110,17 @@ bool Session::RunStream() {
   }
   std::atomic<bool> reader_done{false};
   std::atomic<bool> heard{false};
-  std::atomic<int64_t> last_heard_ns{absl::GetCurrentTimeNanos()};
+  // On the steady clock: a wall-clock step on this host (NTP, an operator)
+  // must not look like a silent coordinator.
+  RealClock steady;
+  std::atomic<int64_t> last_heard_ns{absl::ToUnixNanos(steady.Now())};
   std::thread reader;
   bool clean = false;
   if (stream->Write(first)) {
     reader = std::thread([&] {
       tagi::v1::SessionDirective d;
       while (stream->Read(&d)) {
-        last_heard_ns = absl::GetCurrentTimeNanos();
+        last_heard_ns = absl::ToUnixNanos(steady.Now());
         if (!heard.exchange(true)) {
           ++streams_opened_;
           SetConnected(true);
@@ -145,7 +149,7 @@ bool Session::RunStream() {
       }
       if (reader_done.load()) break;
       const absl::Duration silent =
-          absl::Nanoseconds(absl::GetCurrentTimeNanos() - last_heard_ns.load());
+          absl::Nanoseconds(absl::ToUnixNanos(steady.Now()) - last_heard_ns.load());
       if (silent > options_.silence_timeout) {
         std::fprintf(stderr, "tagi-worker %s: the coordinator has been silent for %s; "
                      "reconnecting\n", options_.worker_id.c_str(),
@@ -157,8 +161,8 @@ bool Session::RunStream() {
   }
   if (clean) {
     stream->WritesDone();  // the coordinator sees the worker leave
-    const absl::Time until = absl::Now() + kCloseWait;
-    while (!reader_done.load() && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+    const absl::Time until = steady.Now() + kCloseWait;
+    while (!reader_done.load() && steady.Now() < until) absl::SleepFor(absl::Milliseconds(5));
   }
   ctx->TryCancel();
   if (reader.joinable()) reader.join();

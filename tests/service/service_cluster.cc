@@ -88,21 +88,25 @@ void ServiceTest::TearDown() {
 }
 
 void ServiceTest::StartCoordinator(int world, std::vector<std::string> flags,
-                                   const std::string& listen) {
+                                   const std::string& listen, std::vector<std::string> wrapper) {
   flags.insert(flags.begin(), {"--world", std::to_string(world)});
   CoordinatorLaunch launch;
   launch.listen = listen;
   launch.flags = std::move(flags);
+  launch.wrapper = std::move(wrapper);
+  coordinator_.reset();  // a previous one is killed and reaped
   StartedCoordinator c = testing::StartCoordinator(BinPath("tagi-coordinator"), dir_, launch);
   coordinator_ = std::move(c.process);
   ASSERT_TRUE(c.ok()) << "the coordinator did not start: " << c.error;
   address_ = c.address;
 }
 
-ChildProcess& ServiceTest::StartWorker(std::vector<std::string> flags, std::string coord) {
-  std::vector<std::string> argv = {
-      WorkerBinary(), "--coord", coord.empty() ? address_ : coord, "--threads", "1",
-      "--connect-timeout",    "20s",     "--collective-timeout",           "20s"};
+ChildProcess& ServiceTest::StartWorker(std::vector<std::string> flags, std::string coord,
+                                       std::vector<std::string> wrapper) {
+  std::vector<std::string> argv = std::move(wrapper);
+  argv.insert(argv.end(),
+              {WorkerBinary(), "--coord", coord.empty() ? address_ : coord, "--threads", "1",
+               "--connect-timeout", "20s", "--collective-timeout", "20s"});
   argv.insert(argv.end(), flags.begin(), flags.end());
   const std::string name = absl::StrCat("worker", workers_.size() + 1);
   workers_.push_back(std::make_unique<ChildProcess>(argv, dir_, name));

@@ -59,10 +59,14 @@ class ServiceTest : public ::testing::Test {
 
   // Starts the coordinator on `listen` (fatal failure when it does not
   // come up); address() is then where it listens.
+  // `wrapper`: a command it runs under (CoordinatorLaunch::wrapper). A
+  // coordinator started before is stopped first.
   void StartCoordinator(int world, std::vector<std::string> flags = {},
-                        const std::string& listen = "127.0.0.1:0");
+                        const std::string& listen = "127.0.0.1:0",
+                        std::vector<std::string> wrapper = {});
   // Starts a worker of the coordinator at address() (or `coord`).
-  ChildProcess& StartWorker(std::vector<std::string> flags = {}, std::string coord = "");
+  ChildProcess& StartWorker(std::vector<std::string> flags = {}, std::string coord = "",
+                            std::vector<std::string> wrapper = {});
   const std::string& address() const { return address_; }
   ChildProcess& coordinator() { return *coordinator_; }
 

@@ -1,5 +1,7 @@
 #include "tests/testing/coordinator_process.h"
 
+#include <filesystem>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,7 +27,10 @@ StartedCoordinator StartCoordinator(const std::string& binary, const TempDir& di
   StartedCoordinator c;
   const std::string port_file = dir.File(launch.name + ".port");
   const absl::Duration timeout = launch.timeout;
-  std::vector<std::string> argv = {binary, "--listen", launch.listen, "--port-file", port_file};
+  std::error_code ec;
+  std::filesystem::remove(port_file, ec);  // a restart must not read its predecessor's port
+  std::vector<std::string> argv = launch.wrapper;
+  argv.insert(argv.end(), {binary, "--listen", launch.listen, "--port-file", port_file});
   argv.insert(argv.end(), launch.flags.begin(), launch.flags.end());
   c.process = std::make_unique<ChildProcess>(argv, dir, launch.name);
   const bool up =

@@ -28,6 +28,8 @@ struct CoordinatorLaunch {
   std::string listen = "127.0.0.1:0";  // port 0: the OS picks one
   std::string name = "coordinator";    // logs: dir/<name>.out, .err; dir/<name>.port
   absl::Duration timeout = absl::Seconds(20);
+  // A command the binary runs under, e.g. {"env", "LD_PRELOAD=...", ...}.
+  std::vector<std::string> wrapper;
 };
 
 // Runs `binary` --listen <listen> --port-file dir/<name>.port <flags> and
