@@ -274,8 +274,11 @@ class Coordinator {
   // (max_snapshot_bytes, max_model_bytes); the upload is checked again when
   // whole. So a stream from anyone else is refused before it costs memory.
   enum class UploadKind { kSnapshot, kModel };
+  // A snapshot of the generation that has just ended (`global_step`
+  // newer than the stored one, EndedGenerationSnapshotLocked) is admitted
+  // too; `global_step` is 0 for a model.
   absl::Status AdmitUpload(const std::string& worker_id, const std::string& job, uint64_t gen,
-                           UploadKind kind, uint64_t bytes);
+                           UploadKind kind, uint64_t bytes, uint64_t global_step = 0);
 
   // Waits until every state-dir write queued so far (snapshots, job
   // records, models, removals) has been attempted once.
@@ -496,6 +499,13 @@ class Coordinator {
                                 std::shared_ptr<const std::string> bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueModelWriteLocked(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when `global_step` of generation `gen` from `worker_id` is a
+  // snapshot of the generation that has just ended (the job is PENDING, not
+  // yet placed again: a rank failed, or this coordinator restarted), from
+  // its rank 0, and newer than the stored one: it is kept.
+  bool EndedGenerationSnapshotLocked(const JobRecord& rec, uint64_t gen,
+                                     const std::string& worker_id, uint64_t global_step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes a verified snapshot the job's newest and queues it for the disk.
   void AcceptSnapshotLocked(JobRecord& r, uint64_t step, uint64_t epoch,
                             std::shared_ptr<const std::string> bytes)
@@ -523,6 +533,9 @@ class Coordinator {
   absl::Mutex mu_;
   uint64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_worker_ ABSL_GUARDED_BY(mu_) = 1;
+  // Set by EndWaits (shutdown): every long poll or store wait from then on
+  // is answered at once, so none holds the server's shutdown.
+  std::optional<std::string> waits_ended_ ABSL_GUARDED_BY(mu_);
   // The key of the worker credentials: set by the constructor (from the
   // state dir, or random), then read-only.
   std::optional<WorkerKey> worker_key_;

@@ -15,6 +15,12 @@ namespace tagi::coordinator {
 void Coordinator::RendezvousAsync(const std::string& worker_id, absl::Duration wait,
                                   RendezvousDone done) {
   Lock lock(this);
+  if (waits_ended_.has_value()) {  // shutting down: no new wait may hold the server
+    deferred_.push_back([done = std::move(done), why = *waits_ended_] {
+      done(absl::UnavailableError(why));
+    });
+    return;
+  }
   absl::StatusOr<WorkerRecord*> w = CheckInLocked(worker_id);
   if (!w.ok()) {
     deferred_.push_back([done = std::move(done), st = w.status()] { done(st); });
@@ -69,6 +75,12 @@ void Coordinator::StoreGetAsync(const std::string& job, uint64_t gen, const std:
   if (auto st = RunningJob(job, gen); !st.ok()) return done(st);
   const std::string full = JobStorePrefix(job, gen) + key;
   Lock lock(this);
+  if (waits_ended_.has_value()) {
+    deferred_.push_back([done = std::move(done), why = *waits_ended_] {
+      done(absl::UnavailableError(why));
+    });
+    return;
+  }
   // Checked under mu_: a Set that lands after this answers the wait (it
   // takes mu_ after storing the value).
   absl::StatusOr<std::string> now = store_.Get(full, absl::ZeroDuration());
@@ -94,6 +106,12 @@ void Coordinator::StoreWaitAsync(const std::string& job, uint64_t gen,
   full.reserve(keys.size());
   for (const auto& k : keys) full.push_back(JobStorePrefix(job, gen) + k);
   Lock lock(this);
+  if (waits_ended_.has_value()) {
+    deferred_.push_back([done = std::move(done), why = *waits_ended_] {
+      done(absl::UnavailableError(why));
+    });
+    return;
+  }
   const absl::Status now = store_.Wait(full, absl::ZeroDuration());
   if (now.ok() || !absl::IsDeadlineExceeded(now)) {
     deferred_.push_back([done = std::move(done), now] { done(now); });
@@ -201,6 +219,7 @@ void Coordinator::ExpireWaitsLocked(absl::Time now) {
 
 void Coordinator::EndWaits(const std::string& why) {
   Lock lock(this);
+  waits_ended_ = why;  // and every later one at once
   for (auto& [id, poll] : polls_) AnswerPollLocked(poll.done, workers_.at(id));
   polls_.clear();
   while (!store_waits_.empty()) {

@@ -366,10 +366,18 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
         "snapshot of %d bytes exceeds the limit of %d", bytes.size(), options_.max_snapshot_bytes));
   }
   tagi::v1::JobSpec spec;
+  bool ended = false;  // from rank 0 of the generation that just ended
   {
     Lock lock(this);
     auto r = RunningJobLocked(job, gen);
-    if (!r.ok()) return r.status();
+    if (!r.ok()) {
+      auto f = FencedJob(job, gen);
+      if (!f.ok() || !EndedGenerationSnapshotLocked(**f, gen, worker_id, global_step)) {
+        return r.status();
+      }
+      ended = true;
+      r = f;
+    }
     if ((*r)->job.workers_size() == 0 || (*r)->job.workers(0) != worker_id) {
       return absl::PermissionDeniedError("only rank 0 uploads snapshots");
     }
@@ -391,6 +399,23 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   auto r = FindJob(job);
   if (!r.ok()) return r.status();
   JobRecord& rec = **r;
+  if (ended) {
+    if (!EndedGenerationSnapshotLocked(rec, gen, worker_id, global_step)) {
+      return absl::AbortedError(absl::StrFormat("job %s generation %d is over", job, gen));
+    }
+    // Consistent (every rank applied the same steps up to it) and newer than
+    // the stored one: the next generation resumes from it. The metrics of
+    // an epoch it finished are lost if rank 0 never sent them.
+    AcceptSnapshotLocked(rec, global_step, decoded->epoch,
+                         std::make_shared<const std::string>(std::move(bytes)));
+    rec.awaiting.reset();
+    Log(absl::StrFormat("job %s: kept the snapshot at step %d of generation %d, which had ended",
+                        job, global_step, gen));
+    return absl::AbortedError(absl::StrFormat(
+        "job %s generation %d is over (%s); its snapshot at step %d is kept and the next "
+        "generation resumes from it",
+        job, gen, rec.job.reason(), global_step));
+  }
   if (rec.job.state() != tagi::v1::RUNNING || rec.job.generation() != gen) {
     return absl::AbortedError(absl::StrFormat("job %s generation %d is over", job, gen));
   }
@@ -409,6 +434,15 @@ absl::Status Coordinator::UploadSnapshot(const std::string& worker_id, const std
   AcceptSnapshotLocked(rec, global_step, decoded->epoch, std::move(shared));
   MaybeGrowLocked(rec);  // a snapshot point: an elastic job may grow here
   return absl::OkStatus();
+}
+
+bool Coordinator::EndedGenerationSnapshotLocked(const JobRecord& rec, uint64_t gen,
+                                                const std::string& worker_id,
+                                                uint64_t global_step) const {
+  const Job& j = rec.job;
+  return j.state() == tagi::v1::PENDING && j.generation() == gen && gen > 0 &&
+         j.workers_size() > 0 && j.workers(0) == worker_id &&
+         (rec.newest == nullptr ? global_step > j.snapshot_step() : global_step > rec.newest_step);
 }
 
 void Coordinator::AcceptSnapshotLocked(JobRecord& rec, uint64_t step, uint64_t epoch,

@@ -102,6 +102,9 @@ struct Upload {
   std::optional<StreamLimiter::Lease> lease;
 };
 
+uint64_t StepOf(const tagi::v1::SnapshotChunk& first) { return first.global_step(); }
+uint64_t StepOf(const tagi::v1::UploadModelRequest&) { return 0; }
+
 // Reads the first message, takes a slot of the sender's worker id, has the
 // coordinator admit the upload (sender, job, generation, size), and only
 // then reads the rest.
@@ -123,7 +126,8 @@ absl::StatusOr<Upload<Chunk>> ReceiveUpload(grpc::ServerReader<Chunk>* reader,
     up.lease.emplace(std::move(lease));
   }
   TAGI_RETURN_IF_ERROR(c.AdmitUpload(up.first.worker_id(), up.first.job_id(),
-                                     up.first.generation(), kind, up.first.total_bytes()));
+                                     up.first.generation(), kind, up.first.total_bytes(),
+                                     StepOf(up.first)));
   TAGI_ASSIGN_OR_RETURN(up.bytes, ReadRestOfUpload(reader, up.first, what));
   return up;
 }

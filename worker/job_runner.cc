@@ -36,7 +36,10 @@ using tagi::v1::JobProgress;
 // offered (an older one still waiting is replaced: only the newest counts).
 // An upload that fails because the coordinator cannot be reached is tried
 // again every kRetryPause until it is stored or refused, or a newer one is
-// offered.
+// offered. One answered ABORTED (the coordinator ended this generation, e.g.
+// it restarted meanwhile, keeping the snapshot when it was its newest) is
+// remembered: a rank 0 holding for the coordinator then aborts the attempt
+// instead of training on in a generation that is over.
 constexpr absl::Duration kRetryPause = absl::Milliseconds(250);
 
 class SnapshotUploader {
@@ -67,6 +70,11 @@ class SnapshotUploader {
   // coordinator cannot be reached the uploader retries it), for at most
   // `timeout`, giving up early once `control` is aborted. False when it is
   // still pending.
+  // What the coordinator answered when it ended this generation, if it did.
+  std::optional<std::string> GenerationEnded() {
+    absl::MutexLock lock(&mu_);
+    return ended_;
+  }
   bool DrainUnlessAborted(AttemptControl& control, absl::Duration timeout) {
     const absl::Time until = absl::Now() + timeout;
     while (absl::Now() < until && !control.aborted()) {
@@ -117,8 +125,10 @@ class SnapshotUploader {
                      worker_id_.c_str(), a_.job_id().c_str(), static_cast<int>(s.global_step),
                      std::string(st.message()).c_str());
       }
+
       absl::MutexLock lock(&mu_);
       busy_ = false;
+      if (absl::IsAborted(st)) ended_ = std::string(st.message());
       if (Unreachable(st) && !pending_.has_value()) {
         pending_ = std::move(s);  // not stored, nothing newer: it is tried again
         retry_ = true;
@@ -131,6 +141,9 @@ class SnapshotUploader {
   const Assignment a_;
   absl::Mutex mu_;
   std::optional<Snapshot> pending_ ABSL_GUARDED_BY(mu_);
+  // Why the coordinator said this generation is over (an upload answered
+  // ABORTED); empty until it did.
+  std::optional<std::string> ended_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool retry_ ABSL_GUARDED_BY(mu_) = false;  // pending_ failed for want of the coordinator
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -328,6 +341,11 @@ void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& contro
     control.Abort(absl::StrFormat(
         "the coordinator was unreachable for %s at a snapshot point",
         absl::FormatDuration(max_wait)));
+  }
+  // The coordinator came back and ended this generation (it restarted): the
+  // held snapshot, when newer than its own, is where the next one starts.
+  if (std::optional<std::string> ended = uploader.GenerationEnded(); ended.has_value()) {
+    control.Abort(*ended);
   }
 }
 

@@ -168,6 +168,20 @@ TEST_F(CoordinatorTest, EndWaitsAnswersEveryPendingPollAndStoreWait) {
   EXPECT_EQ(store.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(store.message()), HasSubstr("shutting down"));
   EXPECT_EQ(coord().PendingWaits(), 0u);
+  // A wait that comes after is answered at once: none may hold the server's
+  // shutdown (a worker's Rendezvous right after its session ended kept a
+  // coordinator from exiting for its whole poll).
+  absl::Status late_poll;
+  coord().RendezvousAsync(idle, absl::Seconds(30),
+                          [&](absl::StatusOr<tagi::v1::RendezvousResponse> r) {
+                            late_poll = r.status();
+                          });
+  absl::Status late_store;
+  coord().StoreWaitAsync(job, 1, {"never"}, absl::Seconds(30),
+                         [&](absl::Status st) { late_store = st; });
+  EXPECT_EQ(late_poll.code(), absl::StatusCode::kUnavailable) << late_poll;
+  EXPECT_EQ(late_store.code(), absl::StatusCode::kUnavailable) << late_store;
+  EXPECT_EQ(coord().PendingWaits(), 0u);
 }
 
 TEST_F(CoordinatorTest, AnAsyncSessionIsWokenForItsDirectivesAndWhenSuperseded) {

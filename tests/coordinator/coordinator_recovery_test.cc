@@ -146,6 +146,31 @@ TEST_F(RecoveryTest, ANonFiniteStepTwiceFromTheSameSnapshotFailsTheJob) {
   EXPECT_THAT(j.reason(), HasSubstr("again after resuming from step 10"));
 }
 
+// Rank 0 of a generation that has just ended (another rank failed) may
+// still upload a snapshot it took before: newer than the stored one, it is
+// kept (ABORTED tells rank 0 its generation is over) and the next
+// generation resumes from it; an older one, or one from another rank or
+// after the next generation formed, is refused.
+TEST_F(RecoveryTest, ANewerSnapshotOfTheGenerationThatJustEndedIsKept) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 1, 10, SnapshotBytes(job, 10)).ok());
+  ASSERT_TRUE(FinishRetryable(job, w[1], 1, 1).ok());  // rank 1 fails the generation
+  ASSERT_EQ(State(job), tagi::v1::PENDING);
+  EXPECT_TRUE(absl::IsAborted(coord().UploadSnapshot(w[0], job, 1, 5, SnapshotBytes(job, 5))));
+  EXPECT_TRUE(absl::IsAborted(coord().UploadSnapshot(w[1], job, 1, 30, SnapshotBytes(job, 30))));
+  const absl::Status kept = coord().UploadSnapshot(w[0], job, 1, 20, SnapshotBytes(job, 20));
+  EXPECT_TRUE(absl::IsAborted(kept)) << kept;
+  EXPECT_THAT(kept.message(), HasSubstr("is kept"));
+  EXPECT_EQ(GetJob(job).snapshot_step(), 20u);
+  ASSERT_TRUE(coord().Rendezvous(w[1], absl::ZeroDuration()).ok());  // both ask for work again
+  ASSERT_EQ(AssignmentOf(w[0]).generation(), 2u);
+  EXPECT_EQ(AssignmentOf(w[0]).resume_global_step(), 20u);
+  EXPECT_TRUE(absl::IsAborted(coord().UploadSnapshot(w[0], job, 1, 30, SnapshotBytes(job, 30))));
+  EXPECT_EQ(GetJob(job).snapshot_step(), 20u);
+}
+
 TEST_F(RecoveryTest, SnapshotsComeFromRankZeroAndTheNextGenerationResumesFromTheNewest) {
   Start(2);
   const std::string job = Submit(2);

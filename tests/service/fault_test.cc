@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/substitute.h"
 #include "absl/time/clock.h"
@@ -269,6 +270,48 @@ TEST_F(FaultTest, StoppedWorkerIsDetectedReplacedAndRejoinsIdleAfterSigcont) {
   EXPECT_TRUE(stopped->Alive());
 }
 
+// A coordinator killed mid-job and restarted: rank 0 holds at its next
+// snapshot point until the coordinator is back; the restarted coordinator
+// keeps that snapshot (the generation that took it has ended) and tells
+// rank 0 its generation is over, so at most one interval is redone. Before,
+// it refused the held snapshot ("job is PENDING"), the refusal ended the
+// hold, and the old generation trained on until its session reconnected
+// (480, 186 and 100 steps redone at an interval of 100).
+TEST_F(FaultTest, CoordinatorRestartRedoesAtMostOneSnapshotInterval) {
+  const std::string state = dir_.File("state");
+  StartCoordinator(2, {"--state-dir", state});
+  const std::string address = this->address();
+  StartWorker();
+  StartWorker();
+  const std::string job_file = WriteJob("fault", FaultJobJson(6, 20));
+  const std::string reference = ReferenceChecksum(job_file);
+  ASSERT_FALSE(reference.empty());
+  const std::string id = Submit(job_file);
+  const auto running = WaitForStep(id, 300);
+  ASSERT_TRUE(running.has_value() && !Ended(*running));
+  ASSERT_TRUE(coordinator().Signal(SIGKILL));
+  ASSERT_TRUE(coordinator().WaitExit(absl::Seconds(10)).has_value());
+  absl::SleepFor(absl::Seconds(1));  // the ranks reach their hold
+  StartCoordinator(2, {"--state-dir", state}, address);  // the same port
+  const auto done = WaitForJob(id, Ended, absl::Seconds(120));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_TRUE(Succeeded(*done)) << done->reason();
+  EXPECT_EQ(done->model_checksum(), reference);
+  ASSERT_GE(done->recoveries_size(), 1);
+  const tagi::v1::Recovery& r = done->recoveries(0);
+  EXPECT_EQ(r.reason(), "the coordinator restarted");
+  EXPECT_THAT(coordinator().Stderr(), HasSubstr("which had ended"));
+  // It resumes from the held snapshot: nothing reported before the kill is
+  // trained again.
+  EXPECT_GE(r.resumed_from_step(), r.failed_at_step());
+  EXPECT_LE(r.steps_redone(), 20u) << "failed at step " << r.failed_at_step()
+                                   << ", resumed from " << r.resumed_from_step();
+  std::printf("[figure] coordinator restart (interval 20): failed at step %d, resumed from %d, "
+              "%d steps redone\n",
+              static_cast<int>(r.failed_at_step()), static_cast<int>(r.resumed_from_step()),
+              static_cast<int>(r.steps_redone()));
+}
+
 TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSame) {
   const std::string state = dir_.File("state");
   StartCoordinator(2, {"--state-dir", state});
@@ -316,7 +359,14 @@ TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSa
   ASSERT_GE(done->recoveries_size(), 1);
   const tagi::v1::Recovery& r = done->recoveries(0);
   EXPECT_EQ(r.reason(), "the coordinator restarted");
-  EXPECT_THAT(r.snapshot(), HasSubstr(absl::StrCat("skipped ", newest.filename().string())));
+  // It resumes from rank 0's held snapshot, newer than anything on disk
+  // (kept though its generation had ended), or, when that did not come
+  // first, from the disk, where the damaged newest file is skipped.
+  const bool held = absl::StrContains(r.snapshot(), "as received");
+  if (!held) {
+    EXPECT_THAT(r.snapshot(), HasSubstr(absl::StrCat("skipped ", newest.filename().string())));
+    EXPECT_THAT(coordinator().Stderr(), HasSubstr("checksum"));
+  }
   // Rank 0 held at its first snapshot point without the coordinator, where
   // the ranks used to train on until it came back (559-1,017 steps redone at
   // an interval of 100). What is redone is that interval, the snapshots the
@@ -330,7 +380,6 @@ TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSa
               "redone (interval 20, newest snapshot damaged)\n",
               static_cast<int>(r.failed_at_step()), static_cast<int>(r.resumed_from_step()),
               static_cast<int>(r.steps_redone()));
-  EXPECT_THAT(coordinator().Stderr(), HasSubstr("checksum"));
   // Nothing of the earlier incarnation was lost.
   const auto ref_job = GetJob("job-1");
   ASSERT_TRUE(ref_job.has_value());
