@@ -13,6 +13,9 @@ inline constexpr char kProtocolVersion[] = "1";
 // (engine.h's CheckReduced): the coordinator fails the job when it comes
 // back after a resume.
 inline constexpr char kNonFiniteStepReason[] = "non-finite reduced step";
+// Likewise when the all-reduced evaluation sums are impossible (trainer.h's
+// CheckEvalSums).
+inline constexpr char kImpossibleEvalReason[] = "the all-reduced evaluation sums cannot be right";
 
 }  // namespace tagi
 

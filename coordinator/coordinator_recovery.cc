@@ -232,11 +232,13 @@ void Coordinator::WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
 void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) {
   Job& job = r.job;
   const uint64_t gen = job.generation();
-  // A step that held NaN or Inf is never applied, and the generation
-  // resumes from the last snapshot; the same again from the same snapshot
-  // is no passing fault (a rank's data, hardware or code gives it).
+  // A step that held NaN or Inf is never applied (nor are impossible
+  // evaluation sums reported), and the generation resumes from the last
+  // snapshot; the same again from the same snapshot is no passing fault (a
+  // rank's data, hardware or code gives it).
   std::string fatal;
-  if (absl::StrContains(reason, kNonFiniteStepReason)) {
+  if (absl::StrContains(reason, kNonFiniteStepReason) ||
+      absl::StrContains(reason, kImpossibleEvalReason)) {
     const uint64_t from = job.snapshot_step();
     if (r.nonfinite_from == from) {
       fatal = absl::StrFormat("%s; again after resuming from step %d, so the job stops", reason,

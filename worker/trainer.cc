@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/job_spec.h"
+#include "common/protocol.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "worker/engine/engine_factory.h"
@@ -387,8 +388,53 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate() {
       return st;
     }
     s = EvalSums::Unpack(sums);
+    TAGI_RETURN_IF_ERROR(CheckEvalSums(s, n, test.output_dim));
   }
   return MetricsFromSums(s, test.is_classification());
+}
+
+absl::Status CheckEvalSums(const EvalSums& s, size_t samples, size_t outputs) {
+  const double n = static_cast<double>(samples);
+  const double most = n * static_cast<double>(outputs > 0 ? outputs : 1);
+  // Float sums of fractions (confidences, Brier terms) carry rounding.
+  auto slack = [](double bound) { return bound * 1e-3 + 1e-3; };
+  auto bad = [](const std::string& what) {
+    return absl::DataLossError(
+        absl::StrCat(kImpossibleEvalReason, " (a rank sent wrong sums): ", what));
+  };
+  const double head[] = {s.correct, s.log_likelihood, s.squared_error, s.observed, s.samples,
+                         s.brier, s.within_68, s.within_95, s.predictive_std};
+  for (double v : head) {
+    if (!std::isfinite(v)) return bad("a sum is not finite");
+  }
+  if (s.samples != n) return bad(absl::StrFormat("%.0f samples, the test set has %d", s.samples, samples));
+  if (s.observed < 0 || s.observed > most) {
+    return bad(absl::StrFormat("%.0f observed of at most %.0f", s.observed, most));
+  }
+  if (s.correct < 0 || s.correct > s.observed) {
+    return bad(absl::StrFormat("%.0f correct of %.0f", s.correct, s.observed));
+  }
+  if (s.squared_error < 0 || s.predictive_std < 0 || s.brier < 0 ||
+      s.brier > 2 * s.observed + slack(2 * s.observed)) {
+    return bad("a squared error, Brier score or predictive spread out of range");
+  }
+  if (s.within_68 < 0 || s.within_68 > s.within_95 || s.within_95 > s.observed) {
+    return bad(absl::StrFormat("%.0f and %.0f inside the 68/95 %% intervals of %.0f",
+                               s.within_68, s.within_95, s.observed));
+  }
+  double binned = 0;
+  for (int b = 0; b < kCalibrationBins; ++b) {
+    const double count = s.bin_count[b];
+    if (!std::isfinite(count) || !std::isfinite(s.bin_confidence[b]) ||
+        !std::isfinite(s.bin_correct[b]) || count < 0 || s.bin_correct[b] < 0 ||
+        s.bin_correct[b] > count || s.bin_confidence[b] < 0 ||
+        s.bin_confidence[b] > count + slack(count)) {
+      return bad(absl::StrFormat("calibration bin %d", b));
+    }
+    binned += count;
+  }
+  if (binned > s.observed) return bad(absl::StrFormat("%.0f binned of %.0f", binned, s.observed));
+  return absl::OkStatus();
 }
 
 engine::Preprocessing Trainer::preprocessing() const {

@@ -215,6 +215,14 @@ struct EvalSums {
 // The bin of a top class probability p in [0, 1] (1 goes to the last).
 int CalibrationBin(double p);
 
+// OK when all-reduced sums could come from honest ranks scoring `samples`
+// test samples of `outputs` outputs each: every sum finite, exactly
+// `samples` samples, counts within their bounds (correct <= observed,
+// each bin's correct <= its count, ...). DataLoss naming the first that is
+// not (a broken or rogue rank sent wrong sums); the metrics are then not
+// reported. It cannot catch a rank that moves counts within the bounds.
+absl::Status CheckEvalSums(const EvalSums& sums, size_t samples, size_t outputs);
+
 // Scores samples [first, last) of `test` (used by Trainer and --eval).
 absl::StatusOr<EvalSums> ScoreModel(engine::Engine& model, const data::Dataset& test,
                                     const data::Standardizer& target, float sigma_v,

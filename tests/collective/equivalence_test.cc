@@ -643,6 +643,27 @@ class PoisonAt final : public Collective {
   int calls_ = 0;
 };
 
+// A rank that claims every test sample of its evaluation right, many times
+// over (the evaluation all-reduce is the one of EvalSums::kFloats floats).
+class InflateEval final : public Collective {
+ public:
+  explicit InflateEval(std::unique_ptr<Collective> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int world() const override { return inner_->world(); }
+  absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override {
+    if (data.size() == EvalSums::kFloats) data[0] += 1000.0f;  // correct
+    return inner_->AllReduceSum(data, timeout);
+  }
+  absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override {
+    return inner_->Broadcast(data, root, timeout);
+  }
+  absl::Status Barrier(absl::Duration timeout) override { return inner_->Barrier(timeout); }
+  void Abort() override { inner_->Abort(); }
+
+ private:
+  const std::unique_ptr<Collective> inner_;
+};
+
 // One rank's NaN fails that step on every rank with the reason, and none of
 // it is applied: both ranks hold the model of the step before.
 TEST(Equivalence, ANaNFromOneRankFailsTheStepOnEveryRankAndIsNeverApplied) {
@@ -667,6 +688,69 @@ TEST(Equivalence, ANaNFromOneRankFailsTheStepOnEveryRankAndIsNeverApplied) {
     EXPECT_NE(runs[r].steps[3].message().find("non-finite reduced step"), absl::string_view::npos)
         << runs[r].steps[3];
     EXPECT_EQ(runs[r].params, clean[r].params) << "rank " << r << " applied the poisoned step";
+  }
+}
+
+// The sums an honest evaluation of 10 samples gives pass; impossible ones
+// (the kind a rank inflating its accuracy sends) do not.
+TEST(CheckEvalSums, PassesHonestSumsAndRefusesImpossibleOnes) {
+  EvalSums honest;
+  honest.samples = 10;
+  honest.observed = 10;
+  honest.correct = 7;
+  honest.brier = 3.5;
+  honest.log_likelihood = -6.0;
+  honest.bin_count[kCalibrationBins - 1] = 10;
+  honest.bin_confidence[kCalibrationBins - 1] = 9.5;
+  honest.bin_correct[kCalibrationBins - 1] = 7;
+  EXPECT_TRUE(CheckEvalSums(honest, 10, 10).ok());
+  auto refused = [](const EvalSums& s) {
+    const absl::Status st = CheckEvalSums(s, 10, 10);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    return std::string(st.message());
+  };
+  EvalSums s = honest;
+  s.correct = 999;
+  EXPECT_NE(refused(s).find("999 correct of 10"), std::string::npos);
+  s = honest;
+  s.samples = 1010;
+  EXPECT_NE(refused(s).find("1010 samples, the test set has 10"), std::string::npos);
+  s = honest;
+  s.log_likelihood = std::nan("");
+  EXPECT_NE(refused(s).find("not finite"), std::string::npos);
+  s = honest;
+  s.bin_correct[kCalibrationBins - 1] = 11;
+  EXPECT_NE(refused(s).find("calibration bin"), std::string::npos);
+  s = honest;
+  s.within_68 = 5;  // more inside the narrower interval than the wider
+  EXPECT_NE(refused(s).find("68/95"), std::string::npos);
+}
+
+// A rank that inflates its evaluation sums: the evaluation fails on every
+// rank instead of reporting the accuracy it claims.
+TEST(Equivalence, InflatedEvaluationSumsFailTheEvaluationOnEveryRank) {
+  const data::LoadedData data = MakeData();
+  const JobSpec spec = Spec(8, JobSpec::SUM);
+  constexpr int kWorld = 2;
+  InProcessGroup group(kWorld);
+  std::vector<absl::Status> results(kWorld);
+  std::latch finished(kWorld);
+  testing::RunRanks(kWorld, [&](int r) {
+    std::unique_ptr<Collective> member = group.Member(r);
+    if (r == 1) member = std::make_unique<InflateEval>(std::move(member));
+    auto model = MakeModel(spec);
+    ASSERT_NE(model, nullptr);
+    engine::CpuEngine engine(std::move(model));
+    RealClock clock;
+    TrainerOptions options;
+    options.collective = member.get();
+    options.collective_timeout = kTimeout;
+    Trainer trainer(spec, engine, data, clock, std::move(options));
+    results[r] = trainer.Evaluate().status();
+    finished.arrive_and_wait();
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(results[r].code(), absl::StatusCode::kDataLoss) << "rank " << r << ": " << results[r];
   }
 }
 
