@@ -522,6 +522,12 @@ void Coordinator::ScheduleLocked() {
     }
     return;
   }
+  // A job in its restart back-off waits (Tick schedules again).
+  const absl::Time now = clock_.Now();
+  pending.erase(std::remove_if(pending.begin(), pending.end(),
+                               [now](const JobRecord* r) { return r->not_before > now; }),
+                pending.end());
+  if (pending.empty()) return;
   std::sort(pending.begin(), pending.end(),
             [](const JobRecord* a, const JobRecord* b) { return a->seq < b->seq; });
   for (JobRecord* r : pending) {
@@ -562,7 +568,10 @@ void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
   Job& job = r.job;
   job.set_state(tagi::v1::RUNNING);
   job.set_generation(job.generation() + 1);
-  job.set_start_time_ms(NowMs());
+  // When the job first started: a later generation (a recovery, a resize)
+  // does not move it.
+  if (job.start_time_ms() == 0) job.set_start_time_ms(NowMs());
+  r.generation_started = clock_.Now();
   job.set_reason(p.reason);
   job.clear_workers();
   job.set_world_size(static_cast<uint32_t>(p.workers.size()));  // elastic: as placed

@@ -327,6 +327,11 @@ class Coordinator {
     std::string model_path;
     // Fault tolerance.
     std::vector<std::string> previous_workers;   // ranks of the failed generation
+    // Restart back-off (RestartDelay): when the current generation started,
+    // how many in a row failed quickly, and no generation before `not_before`.
+    absl::Time generation_started;
+    int quick_failures = 0;
+    absl::Time not_before = absl::InfinitePast();
     // When it ended, or was loaded ended, on clock_ (monotonic): retention
     // ages count from here.
     absl::Time ended_at;

@@ -259,6 +259,10 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
     }
     return;
   }
+  // Quick failures in a row wait before the next generation.
+  r.quick_failures = clock_.Now() - r.generation_started < kQuickGeneration ? r.quick_failures + 1 : 0;
+  const absl::Duration delay = RestartDelay(r.quick_failures);
+  r.not_before = clock_.Now() + delay;
   tagi::v1::Recovery& rec = *job.add_recoveries();
   rec.set_failed_generation(gen);
   rec.set_reason(reason);
@@ -279,7 +283,14 @@ void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) 
   }
   Log(absl::StrFormat("job %s generation %d ended: %s (restart %d)", job.id(), gen, reason,
                       job.restarts()));
-  EndGenerationLocked(r, reason, absl::StrCat("recovering: ", reason));
+  EndGenerationLocked(
+      r, reason,
+      delay > absl::ZeroDuration()
+          ? absl::StrFormat("recovering after %s (%d generations in a row failed within %s of "
+                            "their start): %s",
+                            absl::FormatDuration(delay), r.quick_failures,
+                            absl::FormatDuration(kQuickGeneration), reason)
+          : absl::StrCat("recovering: ", reason));
 }
 
 void Coordinator::EndGenerationLocked(JobRecord& r, const std::string& reason,

@@ -208,4 +208,11 @@ std::vector<Departure> DecideDepartures(absl::Time now, const std::vector<Worker
   return out;
 }
 
+absl::Duration RestartDelay(int quick_failures) {
+  if (quick_failures <= kFreeQuickRestarts) return absl::ZeroDuration();
+  absl::Duration d = kRestartBackoffBase;
+  for (int i = kFreeQuickRestarts + 1; i < quick_failures && d < kMaxRestartBackoff; ++i) d *= 2;
+  return std::min(d, kMaxRestartBackoff);
+}
+
 }  // namespace tagi::coordinator

@@ -78,6 +78,18 @@ struct Placement {
 // last generation are all back, the others are gone or busy). Resuming with fewer or more ranks than before, the
 // previous workers that are free come first, in their old rank order
 // (ranks stay 0..world-1).
+// How long a job waits before its next generation, after `quick_failures`
+// generations in a row failed within kQuickGeneration of their start: the
+// first kFreeQuickRestarts restart at once (a killed worker, a lost link),
+// then the wait doubles from kRestartBackoffBase up to kMaxRestartBackoff,
+// so that a bad worker or bad data cannot burn the job's restarts in
+// seconds. A generation that runs longer resets the count.
+inline constexpr absl::Duration kQuickGeneration = absl::Seconds(10);
+inline constexpr int kFreeQuickRestarts = 3;
+inline constexpr absl::Duration kRestartBackoffBase = absl::Milliseconds(500);
+inline constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(60);
+absl::Duration RestartDelay(int quick_failures);
+
 std::vector<Placement> DecidePlacements(absl::Time now,
                                         const std::vector<PendingJobView>& queue,
                                         const std::vector<WorkerView>& workers,

@@ -171,6 +171,50 @@ TEST_F(RecoveryTest, ANewerSnapshotOfTheGenerationThatJustEndedIsKept) {
   EXPECT_EQ(GetJob(job).snapshot_step(), 20u);
 }
 
+TEST(RestartDelayTest, FreeAtFirstThenDoublingToAMinute) {
+  EXPECT_EQ(RestartDelay(0), absl::ZeroDuration());
+  EXPECT_EQ(RestartDelay(kFreeQuickRestarts), absl::ZeroDuration());
+  EXPECT_EQ(RestartDelay(kFreeQuickRestarts + 1), absl::Milliseconds(500));
+  EXPECT_EQ(RestartDelay(kFreeQuickRestarts + 2), absl::Seconds(1));
+  EXPECT_EQ(RestartDelay(kFreeQuickRestarts + 3), absl::Seconds(2));
+  EXPECT_EQ(RestartDelay(100), absl::Seconds(60));
+}
+
+// Generations that fail right after they start (a bad worker placed again
+// and again) wait before the next one, so 100 restarts take hours, not
+// seconds; one that ran a while resets the count.
+TEST_F(RecoveryTest, QuickFailuresInARowWaitBeforeTheNextGeneration) {
+  Start(1);
+  const std::string job = Submit(1);
+  const std::string w = Register();
+  const int64_t started = GetJob(job).start_time_ms();
+  EXPECT_GT(started, 0);
+  for (uint64_t gen = 1; gen <= 3; ++gen) {
+    ASSERT_EQ(AssignmentOf(w).generation(), gen);
+    ASSERT_TRUE(FinishRetryable(job, w, 0, gen).ok());
+    clock_.Advance(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(AssignmentOf(w).generation(), 4u);
+  ASSERT_TRUE(FinishRetryable(job, w, 0, 4).ok());  // the fourth quick failure
+  ASSERT_TRUE(coord().Rendezvous(w, absl::ZeroDuration()).ok());
+  EXPECT_EQ(State(job), tagi::v1::PENDING);
+  EXPECT_THAT(GetJob(job).reason(), HasSubstr("recovering after 500ms (4 generations in a row"));
+  clock_.Advance(absl::Milliseconds(499));
+  coord().Tick();
+  EXPECT_EQ(State(job), tagi::v1::PENDING);
+  clock_.Advance(absl::Milliseconds(2));
+  coord().Tick();
+  ASSERT_EQ(State(job), tagi::v1::RUNNING);
+  EXPECT_EQ(AssignmentOf(w).generation(), 5u);
+  // This one runs a while before it fails: the next starts at once.
+  clock_.Advance(absl::Seconds(11));
+  ASSERT_TRUE(Report(job, w, 0, 50, 5).ok());
+  ASSERT_TRUE(FinishRetryable(job, w, 0, 5).ok());
+  EXPECT_EQ(AssignmentOf(w).generation(), 6u);
+  // `started` is the first generation's, whatever came after.
+  EXPECT_EQ(GetJob(job).start_time_ms(), started);
+}
+
 TEST_F(RecoveryTest, SnapshotsComeFromRankZeroAndTheNextGenerationResumesFromTheNewest) {
   Start(2);
   const std::string job = Submit(2);
