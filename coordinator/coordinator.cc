@@ -362,6 +362,8 @@ CoordinatorStats Coordinator::Stats() {
     j.rendezvous_seconds = r.job.rendezvous_seconds() > 0 ? r.job.rendezvous_seconds()
                                                           : p.rendezvous_seconds();
     j.restarts = r.job.restarts();
+    j.world_size = r.job.world_size();
+    j.resizes = r.job.resizes();
     if (r.job.snapshot_time_ms() > 0) {
       j.snapshot_age_seconds = std::max(0.0, (now_ms - r.job.snapshot_time_ms()) / 1000.0);
       j.snapshot_bytes = r.job.snapshot_bytes();

@@ -85,6 +85,8 @@ struct JobStats {
   tagi::v1::JobState state = tagi::v1::JOB_STATE_UNSPECIFIED;
   uint64_t generation = 0;
   uint64_t restarts = 0;            // generations that failed and were resumed
+  uint32_t world_size = 0;          // ranks of the current (or last) generation
+  uint64_t resizes = 0;             // planned re-formations (Job.resizes)
   double samples_per_second = 0.0;  // all ranks together; 0 once the job is over
   double progress_ratio = 0.0;      // global step / total steps; 1 once it succeeded
   double rendezvous_seconds = 0.0;  // of the current generation; 0 until rank 0 stepped

@@ -81,6 +81,16 @@ void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Regi
                        .Name("tagi_coordinator_job_restarts_total")
                        .Help("Failed generations of each job that were resumed.")
                        .Register(reg);
+  auto& world = prometheus::BuildGauge()
+                    .Name("tagi_coordinator_job_world_size")
+                    .Help("Ranks of each job's current (or last) generation: an elastic job's "
+                          "moves with its resizes.")
+                    .Register(reg);
+  auto& resizes = prometheus::BuildCounter()
+                      .Name("tagi_coordinator_job_resizes_total")
+                      .Help("Planned re-formations of each elastic job (growth at a snapshot "
+                            "point); a shrink after a failure counts as a restart.")
+                      .Register(reg);
   auto& rate = prometheus::BuildGauge()
                    .Name("tagi_coordinator_job_samples_per_second")
                    .Help(
@@ -113,6 +123,8 @@ void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Regi
     const prometheus::Labels labels = {{"job", j.id}};
     generation.Add(labels).Set(static_cast<double>(j.generation));
     restarts.Add(labels).Increment(static_cast<double>(j.restarts));
+    world.Add(labels).Set(static_cast<double>(j.world_size));
+    resizes.Add(labels).Increment(static_cast<double>(j.resizes));
     rate.Add(labels).Set(j.samples_per_second);
     progress.Add(labels).Set(j.progress_ratio);
     if (j.recover_seconds >= 0) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/snapshot.h"
+#include "coordinator/metrics.h"
 #include "coordinator_harness.h"
 #include "gmock/gmock.h"
 
@@ -232,6 +233,9 @@ TEST_F(ElasticTest, ShrinksOnTheSurvivorsAfterTheSettleTimeThenGrowsAtASnapshotP
   ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 3, 30, SnapshotBytes(job, 30)).ok());
   EXPECT_EQ(State(job), tagi::v1::RUNNING);
   EXPECT_EQ(GetJob(job).generation(), 3u);
+  const std::string scraped = CoordinatorMetrics(coord(), clock_).Scrape();
+  EXPECT_THAT(scraped, HasSubstr("tagi_coordinator_job_world_size{job=\"" + job + "\"} 3"));
+  EXPECT_THAT(scraped, HasSubstr("tagi_coordinator_job_resizes_total{job=\"" + job + "\"} 1"));
 }
 
 TEST_F(ElasticTest, GrowsAtASnapshotAcceptedWithItsEpochsMetrics) {

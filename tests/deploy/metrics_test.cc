@@ -85,6 +85,8 @@ TEST_F(CoordinatorMetricsTest, ReportsProgressThroughputAndHeartbeatAge) {
   const std::string s = metrics.Scrape();
   EXPECT_EQ(Value(s, R"(tagi_coordinator_job_progress_ratio{job="job-1"})"), 0.25);
   EXPECT_EQ(Value(s, R"(tagi_coordinator_job_samples_per_second{job="job-1"})"), 1234.5);
+  EXPECT_EQ(Value(s, R"(tagi_coordinator_job_world_size{job="job-1"})"), 2);
+  EXPECT_EQ(Value(s, R"(tagi_coordinator_job_resizes_total{job="job-1"})"), 0);
   // Rank 0 was last heard from with its report, 2.5 s ago.
   const std::string rank0 = GetJob(job).workers(0);
   EXPECT_EQ(Value(s, absl::StrCat(R"(tagi_coordinator_worker_heartbeat_age_seconds{worker=")",
