@@ -28,7 +28,11 @@
 //                      cut rank's place) through the store traffic
 //
 //   coordinator_load [--coordinator BIN] [--workers 256,1024] [--idle-seconds 30]
-//                    [--heartbeat 1s] [--heartbeat-timeout 3s] [--json]
+//                    [--heartbeat 1s] [--heartbeat-timeout 3s]
+//                    [--workers-per-connection 16] [--json]
+// --workers-per-connection 1 gives every simulated worker its own TCP
+// connection, as real workers (one process each) have; the default 16
+// shares one among 16, which costs the coordinator less.
 // Writes the table (or JSON lines). Nothing runs this in a build or test.
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
@@ -205,8 +209,9 @@ class SimWorker : public grpc::ClientBidiReactor<tagi::v1::SessionMessage,
 // Every simulated worker, and the events the measurements wait for.
 class Fleet {
  public:
-  Fleet(const std::string& address, int workers, absl::Duration heartbeat) : heartbeat_(heartbeat) {
-    const int channels = std::max(1, workers / 16);
+  Fleet(const std::string& address, int workers, int per_connection, absl::Duration heartbeat)
+      : heartbeat_(heartbeat) {
+    const int channels = std::max(1, (workers + per_connection - 1) / per_connection);
     for (int c = 0; c < channels; ++c) {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per channel
@@ -536,8 +541,8 @@ struct Row {
   std::string error;
 };
 
-Row Measure(const std::string& binary, int n, double idle_seconds, absl::Duration heartbeat,
-            absl::Duration timeout) {
+Row Measure(const std::string& binary, int n, int per_connection, double idle_seconds,
+            absl::Duration heartbeat, absl::Duration timeout) {
   Row row;
   row.workers = n;
   testing::TempDir dir;
@@ -560,7 +565,7 @@ Row Measure(const std::string& binary, int n, double idle_seconds, absl::Duratio
     return row;
   }
   const pid_t pid = coord.process->Pid();
-  auto fleet = std::make_unique<Fleet>(coord.address, n, heartbeat);
+  auto fleet = std::make_unique<Fleet>(coord.address, n, per_connection, heartbeat);
   auto& ws = fleet->workers();
 
   // Register all.
@@ -686,6 +691,7 @@ int Main(int argc, char** argv) {
   std::vector<int> counts = {256, 1024};
   double idle_seconds = 30;
   absl::Duration heartbeat = absl::Seconds(1), timeout = absl::Seconds(3);
+  int per_connection = 16;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -702,6 +708,11 @@ int Main(int argc, char** argv) {
         }
         counts.push_back(n);
       }
+    } else if (a == "--workers-per-connection" && has_value) {
+      if (!absl::SimpleAtoi(argv[++i], &per_connection) || per_connection < 1) {
+        std::fprintf(stderr, "coordinator_load: --workers-per-connection takes a count >= 1\n");
+        return 2;
+      }
     } else if (a == "--idle-seconds" && has_value) {
       idle_seconds = std::atof(argv[++i]);
     } else if ((a == "--heartbeat" || a == "--heartbeat-timeout") && has_value) {
@@ -716,7 +727,8 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: coordinator_load [--coordinator BIN] [--workers 256,1024] "
-                   "[--idle-seconds 30] [--heartbeat 1s] [--heartbeat-timeout 3s] [--json]\n");
+                   "[--idle-seconds 30] [--heartbeat 1s] [--heartbeat-timeout 3s] "
+                   "[--workers-per-connection 16] [--json]\n");
       return 2;
     }
   }
@@ -726,14 +738,14 @@ int Main(int argc, char** argv) {
                 "re-formed | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   }
   for (const int n : counts) {
-    const Row r = Measure(binary, n, idle_seconds, heartbeat, timeout);
+    const Row r = Measure(binary, n, per_connection, idle_seconds, heartbeat, timeout);
     if (json) {
       std::printf(
-          "{\"workers\":%d,\"register_all_s\":%.3f,\"threads\":%ld,\"idle_cpu\":%.3f,"
+          "{\"workers\":%d,\"workers_per_connection\":%d,\"register_all_s\":%.3f,\"threads\":%ld,\"idle_cpu\":%.3f,"
           "\"rss_mb\":%.1f,\"max_gap_s\":%.3f,\"gone\":%d,\"assigned_s\":%.3f,"
           "\"bootstrapped_s\":%.3f,\"aborted_s\":%.3f,\"reformed_s\":%.3f,\"errors\":%d,"
           "\"gone_at_end\":%d,\"error\":\"%s\"}\n",
-          n, r.register_all, r.idle.threads, r.idle_cpu, r.idle.rss_kb / 1024.0, r.max_gap, r.gone,
+          n, per_connection, r.register_all, r.idle.threads, r.idle_cpu, r.idle.rss_kb / 1024.0, r.max_gap, r.gone,
           r.assigned, r.bootstrapped, r.aborted, r.reformed, r.errors, r.gone_at_end,
           r.error.c_str());
     } else {
