@@ -620,15 +620,14 @@ TEST(Equivalence, RingAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
   EXPECT_EQ(fake[0].params, ring[0].params);
 }
 
-// A rank that sends NaN in its `at`-th all-reduce (1-based), as a broken or
-// rogue one would.
-class PoisonAt final : public Collective {
+// A member that forwards every call to `inner`; the rogue ranks below change
+// what they send.
+class Forwarding : public Collective {
  public:
-  PoisonAt(std::unique_ptr<Collective> inner, int at) : inner_(std::move(inner)), at_(at) {}
+  explicit Forwarding(std::unique_ptr<Collective> inner) : inner_(std::move(inner)) {}
   int rank() const override { return inner_->rank(); }
   int world() const override { return inner_->world(); }
   absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override {
-    if (++calls_ == at_ && !data.empty()) data[data.size() / 2] = std::nanf("");
     return inner_->AllReduceSum(data, timeout);
   }
   absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override {
@@ -639,29 +638,32 @@ class PoisonAt final : public Collective {
 
  private:
   const std::unique_ptr<Collective> inner_;
+};
+
+// A rank that sends NaN in its `at`-th all-reduce (1-based), as a broken or
+// rogue one would.
+class PoisonAt final : public Forwarding {
+ public:
+  PoisonAt(std::unique_ptr<Collective> inner, int at) : Forwarding(std::move(inner)), at_(at) {}
+  absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override {
+    if (++calls_ == at_ && !data.empty()) data[data.size() / 2] = std::nanf("");
+    return Forwarding::AllReduceSum(data, timeout);
+  }
+
+ private:
   const int at_;
   int calls_ = 0;
 };
 
 // A rank that claims every test sample of its evaluation right, many times
 // over (the evaluation all-reduce is the one of EvalSums::kFloats floats).
-class InflateEval final : public Collective {
+class InflateEval final : public Forwarding {
  public:
-  explicit InflateEval(std::unique_ptr<Collective> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int world() const override { return inner_->world(); }
+  using Forwarding::Forwarding;
   absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override {
     if (data.size() == EvalSums::kFloats) data[0] += 1000.0f;  // correct
-    return inner_->AllReduceSum(data, timeout);
+    return Forwarding::AllReduceSum(data, timeout);
   }
-  absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override {
-    return inner_->Broadcast(data, root, timeout);
-  }
-  absl::Status Barrier(absl::Duration timeout) override { return inner_->Barrier(timeout); }
-  void Abort() override { inner_->Abort(); }
-
- private:
-  const std::unique_ptr<Collective> inner_;
 };
 
 // One rank's NaN fails that step on every rank with the reason, and none of

@@ -946,12 +946,10 @@ TEST(CudaEngine, ClassProbabilitiesMatchTheCpuEngine) {
   ExpectNear(p_gpu, p_cpu, 1, "class probabilities");
 }
 
-// The reduce buffer, in device memory and staged through the host: the
-// control word comes back, and EndReduce scales the deltas.
-TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
-  SKIP_WITHOUT_GPU();
+// An engine of RandomCase(17) after one training step, its deltas pending.
+void OneStepEngine(std::unique_ptr<CudaEngine>& gpu) {
   Case c = RandomCase(17);
-  auto gpu = MakeGpu(c.arch, c.batch);
+  gpu = MakeGpu(c.arch, c.batch);
   ASSERT_NE(gpu, nullptr);
   ASSERT_TRUE(gpu->Initialize(1, {}).ok());
   Rng rng(2);
@@ -959,6 +957,14 @@ TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
   std::vector<int32_t> labels(c.batch, 1);
   std::vector<float> targets(c.batch * c.arch.output_width(), 0.5f);
   ASSERT_TRUE(gpu->TrainStep(x.data(), labels.data(), targets.data(), c.batch, 1.0f).ok());
+}
+
+// The reduce buffer, in device memory and staged through the host: the
+// control word comes back, and EndReduce scales the deltas.
+TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
+  SKIP_WITHOUT_GPU();
+  std::unique_ptr<CudaEngine> gpu;
+  ASSERT_NO_FATAL_FAILURE(OneStepEngine(gpu));
   const size_t n = gpu->num_parameters();
   std::vector<float> before(2 * n), after(2 * n);
   ASSERT_TRUE(gpu->ReadDeltas(before).ok());
@@ -991,15 +997,8 @@ TEST(CudaEngine, ReduceBufferCarriesTheControlWordAndScales) {
 // and in the device buffer (where NCCL sums), and passes a finite one.
 TEST(CudaEngine, CheckReducedFindsANonFiniteValueInEitherBuffer) {
   SKIP_WITHOUT_GPU();
-  Case c = RandomCase(17);
-  auto gpu = MakeGpu(c.arch, c.batch);
-  ASSERT_NE(gpu, nullptr);
-  ASSERT_TRUE(gpu->Initialize(1, {}).ok());
-  Rng rng(2);
-  const std::vector<float> x = Normal(rng, c.batch * c.arch.input_width(), 1.0);
-  std::vector<int32_t> labels(c.batch, 1);
-  std::vector<float> targets(c.batch * c.arch.output_width(), 0.5f);
-  ASSERT_TRUE(gpu->TrainStep(x.data(), labels.data(), targets.data(), c.batch, 1.0f).ok());
+  std::unique_ptr<CudaEngine> gpu;
+  ASSERT_NO_FATAL_FAILURE(OneStepEngine(gpu));
   auto host = gpu->BeginReduce(/*device_memory=*/false, 0.0f);
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_TRUE(gpu->CheckReduced().ok());
