@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -187,6 +188,60 @@ TEST(DataFile, RootsConfineOpensAndSymlinksOutOfARootAreRefused) {
     EXPECT_TRUE(OpenUnderRoots("f", root.Path("d/e/f.npy"), access, false).ok());
     EXPECT_TRUE(OpenUnderRoots("f", root.Path("d/e"), access, true).ok());
   }
+}
+
+// A pinned file is the one the roots check admitted: replacing its path
+// with a link out of the root afterwards (the race a reader opening by path
+// lost) changes nothing that is read through the pinned name, and errors
+// name the user's path.
+TEST(DataFile, APinnedFileIsReadAsOpenedWhateverItsPathBecomes) {
+  ScratchDir root, outside;
+  const std::string secret = outside.Write("secret.csv", "SECRET");
+  const std::string path = root.Write("train.csv", "x,y\n1,2\n");
+  const DataAccess access{{root.path().string()}};
+  absl::StatusOr<PinnedFile> pinned = PinnedFile::Open("data.train_csv", path, access);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_NE(pinned->name(), path);
+  std::filesystem::remove(path);
+  std::filesystem::create_symlink(secret, path);
+  std::ifstream in(pinned->name());
+  const std::string read((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(read, "x,y\n1,2\n");
+  EXPECT_THAT(std::string(pinned->Restore(absl::InvalidArgumentError(
+                                              absl::StrCat(pinned->name(), ": bad row 3")))
+                              .message()),
+              HasSubstr(path + ": bad row 3"));
+  // Opened now, the link is refused; without roots the path is used as is.
+  EXPECT_EQ(PinnedFile::Open("data.train_csv", path, access).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<PinnedFile> open = PinnedFile::Open("f", path, DataAccess{});
+  ASSERT_TRUE(open.ok());
+  EXPECT_EQ(open->name(), path);
+}
+
+// The kinds whose readers open by name (IDX, CIFAR-10, CSV regression) go
+// through the pins: a file linked out of the root is refused with the
+// field's name, and a bad file's error names its real path.
+TEST(DataFile, CsvRegressionUnderRootsIsPinnedAndNamesTheRealPath) {
+  ScratchDir root, outside;
+  const std::string secret = outside.Write("secret.csv", "SECRET,1\n");
+  const std::string train = root.Write("train.csv", "1,2\n3,4\nfive,6\n");
+  const std::string test = root.Write("test.csv", "1,2\n");
+  DataSpec spec;
+  spec.set_kind(DataSpec::CSV);
+  spec.set_train_csv(train);
+  spec.set_test_csv(test);
+  LoadOptions options;
+  options.roots = {root.path().string()};
+  const absl::Status bad = LoadData(spec, 1, options).status();
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.message()), HasSubstr(train));
+  EXPECT_THAT(std::string(bad.message()), ::testing::Not(HasSubstr("/proc/self/fd")));
+  std::filesystem::remove(train);
+  std::filesystem::create_symlink(secret, train);
+  const absl::Status out = LoadData(spec, 1, options).status();
+  EXPECT_EQ(out.code(), absl::StatusCode::kPermissionDenied) << out;
+  EXPECT_THAT(std::string(out.message()), ::testing::Not(HasSubstr("SECRET")));
 }
 
 }  // namespace

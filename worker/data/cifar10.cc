@@ -128,15 +128,21 @@ absl::StatusOr<TrainTest> LoadCifar10(const std::string& dir, size_t train_limit
                                       size_t test_limit) {
   std::vector<std::string> train;
   for (const std::string& name : Cifar10TrainFiles()) train.push_back(absl::StrCat(dir, "/", name));
-  const std::vector<std::string> test = {absl::StrCat(dir, "/", Cifar10TestFile())};
+  return LoadCifar10Files(train, absl::StrCat(dir, "/", Cifar10TestFile()), train_limit,
+                          test_limit);
+}
+
+absl::StatusOr<TrainTest> LoadCifar10Files(const std::vector<std::string>& train,
+                                           const std::string& test, size_t train_limit,
+                                           size_t test_limit) {
   // Every problem of both splits in one answer, before anything is read.
   std::vector<std::string> all = train;
-  all.push_back(test[0]);
+  all.push_back(test);
   TAGI_RETURN_IF_ERROR(RecordCounts(all).status());
 
   TrainTest out;
   TAGI_ASSIGN_OR_RETURN(out.train, ReadCifar10(train, train_limit));
-  TAGI_ASSIGN_OR_RETURN(out.test, ReadCifar10(test, test_limit));
+  TAGI_ASSIGN_OR_RETURN(out.test, ReadCifar10({test}, test_limit));
   return out;
 }
 

@@ -57,6 +57,10 @@ absl::StatusOr<Dataset> ReadCifar10(const std::vector<std::string>& paths, size_
 // Both splits of the directory `dir`.
 absl::StatusOr<TrainTest> LoadCifar10(const std::string& dir, size_t train_limit,
                                       size_t test_limit);
+// Both splits from these files (the directory's, as opened by the caller).
+absl::StatusOr<TrainTest> LoadCifar10Files(const std::vector<std::string>& train,
+                                           const std::string& test, size_t train_limit,
+                                           size_t test_limit);
 
 }  // namespace tagi::data
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 
@@ -207,6 +208,22 @@ absl::StatusOr<MappedFile> MapDataFile(const std::string& field, const std::stri
                                        const DataAccess& access, uint64_t max_bytes) {
   TAGI_ASSIGN_OR_RETURN(UniqueFd fd, OpenUnderRoots(field, path, access, false));
   return MappedFile::Map(std::move(fd), path, max_bytes);
+}
+
+absl::StatusOr<PinnedFile> PinnedFile::Open(const std::string& field, const std::string& path,
+                                            const DataAccess& access) {
+  PinnedFile out;
+  out.path_ = path;
+  out.name_ = path;
+  if (access.roots.empty()) return out;
+  TAGI_ASSIGN_OR_RETURN(out.fd_, OpenUnderRoots(field, path, access, false));
+  out.name_ = absl::StrCat("/proc/self/fd/", out.fd_.get());
+  return out;
+}
+
+absl::Status PinnedFile::Restore(const absl::Status& st) const {
+  if (st.ok() || name_ == path_) return st;
+  return absl::Status(st.code(), absl::StrReplaceAll(st.message(), {{name_, path_}}));
 }
 
 }  // namespace tagi::data

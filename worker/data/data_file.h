@@ -86,6 +86,27 @@ class MappedFile {
 absl::StatusOr<MappedFile> MapDataFile(const std::string& field, const std::string& path,
                                        const DataAccess& access, uint64_t max_bytes);
 
+// A data file opened beneath the roots (OpenUnderRoots) and held open, for
+// the readers that open files by name (IDX, CIFAR-10, CSV regression): they
+// are given name(), /proc/self/fd/N, which the kernel resolves to the file
+// already opened, not to whatever the original path names by then, so a
+// link swapped in after the roots were checked is never followed. With no
+// roots the name is the path itself. Move-only.
+class PinnedFile {
+ public:
+  static absl::StatusOr<PinnedFile> Open(const std::string& field, const std::string& path,
+                                         const DataAccess& access);
+  const std::string& name() const { return name_; }
+  // `st` with name() replaced by the original path in its message, so
+  // errors still name the user's file.
+  absl::Status Restore(const absl::Status& st) const;
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+  std::string name_;
+};
+
 }  // namespace tagi::data
 
 #endif  // TAGI_WORKER_DATA_DATA_FILE_H_

@@ -130,32 +130,82 @@ std::string FileProblem(const DataFile& file, const std::string& kind_name) {
   return "";
 }
 
-absl::StatusOr<TrainTest> LoadIdxPair(const DataSpec& spec) {
+// The files of a kind whose readers open by name, opened beneath the
+// roots and held (PinnedFile): the readers get the pinned names, and their
+// errors the user's paths back.
+class Pins {
+ public:
+  explicit Pins(const LoadOptions& options) : access_{options.roots} {}
+  absl::StatusOr<std::string> Pin(const std::string& field, const std::string& path) {
+    TAGI_ASSIGN_OR_RETURN(PinnedFile f, PinnedFile::Open(field, path, access_));
+    files_.push_back(std::move(f));
+    return files_.back().name();
+  }
+  template <typename T>
+  absl::StatusOr<T> Restore(absl::StatusOr<T> r) const {
+    if (r.ok()) return r;
+    absl::Status st = r.status();
+    // Longest names first: /proc/self/fd/12 before /proc/self/fd/1.
+    std::vector<const PinnedFile*> order;
+    for (const PinnedFile& f : files_) order.push_back(&f);
+    std::sort(order.begin(), order.end(), [](const PinnedFile* a, const PinnedFile* b) {
+      return a->name().size() > b->name().size();
+    });
+    for (const PinnedFile* f : order) st = f->Restore(st);
+    return st;
+  }
+
+ private:
+  DataAccess access_;
+  std::vector<PinnedFile> files_;
+};
+
+absl::StatusOr<TrainTest> LoadIdxPair(const DataSpec& spec, const LoadOptions& options) {
   const std::vector<DataFile> files = FilesOf(spec);
+  Pins pins(options);
+  std::vector<std::string> names;
+  for (const DataFile& f : files) {
+    TAGI_ASSIGN_OR_RETURN(std::string name, pins.Pin(f.field, f.path));
+    names.push_back(std::move(name));
+  }
   TrainTest out;
-  TAGI_ASSIGN_OR_RETURN(
-      out.train, LoadIdxClassification(files[0].path, files[1].path,
-                                       kMnistClasses, spec.train_limit()));
-  TAGI_ASSIGN_OR_RETURN(
-      out.test, LoadIdxClassification(files[2].path, files[3].path,
-                                      kMnistClasses, spec.test_limit()));
+  TAGI_ASSIGN_OR_RETURN(out.train, pins.Restore(LoadIdxClassification(
+                                       names[0], names[1], kMnistClasses, spec.train_limit())));
+  TAGI_ASSIGN_OR_RETURN(out.test, pins.Restore(LoadIdxClassification(
+                                      names[2], names[3], kMnistClasses, spec.test_limit())));
   return out;
 }
 
-absl::StatusOr<TrainTest> LoadCsvPair(const DataSpec& spec) {
+absl::StatusOr<TrainTest> LoadCifar10Pinned(const DataSpec& spec, const LoadOptions& options) {
+  const std::string& dir = spec.cifar10_dir();
+  Pins pins(options);
+  std::vector<std::string> train;
+  for (const std::string& file : Cifar10TrainFiles()) {
+    TAGI_ASSIGN_OR_RETURN(std::string name,
+                          pins.Pin("data.cifar10_dir", absl::StrCat(dir, "/", file)));
+    train.push_back(std::move(name));
+  }
+  TAGI_ASSIGN_OR_RETURN(std::string test,
+                        pins.Pin("data.cifar10_dir", absl::StrCat(dir, "/", Cifar10TestFile())));
+  return pins.Restore(
+      LoadCifar10Files(train, test, spec.train_limit(), spec.test_limit()));
+}
+
+absl::StatusOr<TrainTest> LoadCsvPair(const DataSpec& spec, const LoadOptions& options) {
   const uint32_t targets =
       spec.has_target_columns() ? spec.target_columns() : 1;
   if (targets == 0) {
     return absl::InvalidArgumentError(
         "data.target_columns: must be at least 1 (unset means 1)");
   }
+  Pins pins(options);
+  TAGI_ASSIGN_OR_RETURN(const std::string train, pins.Pin("data.train_csv", spec.train_csv()));
+  TAGI_ASSIGN_OR_RETURN(const std::string test, pins.Pin("data.test_csv", spec.test_csv()));
   TrainTest out;
-  TAGI_ASSIGN_OR_RETURN(
-      out.train, LoadCsvRegression(spec.train_csv(), targets,
-                                   spec.csv_has_header(), spec.train_limit()));
-  TAGI_ASSIGN_OR_RETURN(
-      out.test, LoadCsvRegression(spec.test_csv(), targets,
-                                  spec.csv_has_header(), spec.test_limit()));
+  TAGI_ASSIGN_OR_RETURN(out.train, pins.Restore(LoadCsvRegression(
+                                       train, targets, spec.csv_has_header(), spec.train_limit())));
+  TAGI_ASSIGN_OR_RETURN(out.test, pins.Restore(LoadCsvRegression(
+                                      test, targets, spec.csv_has_header(), spec.test_limit())));
   return out;
 }
 
@@ -360,12 +410,11 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec, uint64_t job_seed,
   } else if (spec.kind() == DataSpec::CSV_CLASSIFICATION) {
     TAGI_ASSIGN_OR_RETURN(data, LoadCsvClassificationKind(spec, job_seed, options));
   } else if (spec.kind() == DataSpec::FASHION_MNIST || spec.kind() == DataSpec::MNIST) {
-    TAGI_ASSIGN_OR_RETURN(data, LoadIdxPair(spec));
+    TAGI_ASSIGN_OR_RETURN(data, LoadIdxPair(spec, options));
   } else if (spec.kind() == DataSpec::CSV) {
-    TAGI_ASSIGN_OR_RETURN(data, LoadCsvPair(spec));
+    TAGI_ASSIGN_OR_RETURN(data, LoadCsvPair(spec, options));
   } else if (spec.kind() == DataSpec::CIFAR10) {
-    TAGI_ASSIGN_OR_RETURN(
-        data, LoadCifar10(spec.cifar10_dir(), spec.train_limit(), spec.test_limit()));
+    TAGI_ASSIGN_OR_RETURN(data, LoadCifar10Pinned(spec, options));
   } else {
     TAGI_ASSIGN_OR_RETURN(data, MakeToy(spec, job_seed));
   }
