@@ -329,14 +329,24 @@ HttpServerStats HttpServer::stats() {
   return stats_;
 }
 
+absl::Duration EffectiveRequestDeadline(absl::Duration base, int64_t open, int max_connections) {
+  const double fill =
+      max_connections > 0 ? static_cast<double>(open) / static_cast<double>(max_connections) : 1.0;
+  if (fill <= 0.5 || base <= kCrowdedRequestDeadline) return base;
+  const double left = std::max(0.0, (1.0 - fill) / 0.5);  // 1 at half full, 0 when full
+  return kCrowdedRequestDeadline + (base - kCrowdedRequestDeadline) * left;
+}
+
 void HttpServer::ReapLoop() {
-  const absl::Duration period =
-      std::clamp(options_.request_deadline / 20, absl::Milliseconds(10), absl::Milliseconds(250));
+  const absl::Duration period = std::clamp(std::min(options_.request_deadline, kCrowdedRequestDeadline) / 20,
+                                           absl::Milliseconds(10), absl::Milliseconds(250));
   while (!stop_reaper_.WaitForNotificationWithTimeout(period)) {
     const absl::Time now = clock_.Now();
     absl::MutexLock lock(&mu_);
+    const absl::Duration deadline = EffectiveRequestDeadline(
+        options_.request_deadline, stats_.connections_open, options_.max_connections);
     for (auto it = receiving_.begin(); it != receiving_.end();) {
-      if (now - it->second < options_.request_deadline) {
+      if (now - it->second < deadline) {
         ++it;
         continue;
       }

@@ -97,6 +97,13 @@ struct HttpServerOptions {
   std::string tls_key_file;
 };
 
+// The request deadline while `open` of `max_connections` connections are
+// open: `base` up to half full, then shrinking linearly to
+// kCrowdedRequestDeadline when full, so that slow clients filling the table
+// are cut sooner and a new request still finds a slot. Pure.
+inline constexpr absl::Duration kCrowdedRequestDeadline = absl::Milliseconds(500);
+absl::Duration EffectiveRequestDeadline(absl::Duration base, int64_t open, int max_connections);
+
 // Counters since Start, for metrics and tests.
 struct HttpServerStats {
   int64_t connections_open = 0;

@@ -42,6 +42,13 @@ ABSL_FLAG(std::string, state_dir, "",
 ABSL_FLAG(std::string, port_file, "", "Write the chosen gRPC port to this file once listening.");
 ABSL_FLAG(std::string, http, "",
           "REST/JSON address (host:port; port 0 picks a free one); empty: no HTTP server.");
+ABSL_FLAG(std::string, probe_http, "",
+          "HOST:PORT of a second HTTP listener that serves /healthz, /readyz and /metrics only, "
+          "with its own small connection table (64, 16 per client, 2 s requests): API clients "
+          "cannot exhaust it, so probes and scrapes answer even while --http is flooded. Empty: "
+          "none.");
+ABSL_FLAG(std::string, probe_http_port_file, "",
+          "Write the chosen --probe-http port to this file once listening.");
 ABSL_FLAG(std::string, http_port_file, "",
           "Write the chosen HTTP port to this file once listening.");
 ABSL_FLAG(int, http_max_connections, 1024,
@@ -104,6 +111,8 @@ struct Options {
   std::string port_file;
   std::string http;
   std::string http_port_file;
+  std::string probe_http;
+  std::string probe_http_port_file;
   CoordinatorOptions coordinator;
   TokenSet join_tokens;
   TokenSet api_tokens;
@@ -136,21 +145,24 @@ void WritePortFile(const std::string& path, int port) {
   if (!path.empty()) std::ofstream(path) << port << "\n";
 }
 
-// Binds the REST gateway to --http, serves, and writes --http-port-file;
-// false (with the reason on stderr) when it cannot listen.
-bool StartRest(const Options& opt, RestGateway& http) {
-  auto port = http.Bind(opt.http);
+// Binds a gateway to `address` (the flag `flag`), serves, and writes
+// `port_file`; false (with the reason on stderr) when it cannot listen.
+bool StartRest(const char* flag, const std::string& address, const std::string& port_file,
+               RestGateway& http) {
+  auto port = http.Bind(address);
   if (!port.ok()) {
-    std::fprintf(stderr, "tagi-coordinator: --http: %s\n",
+    std::fprintf(stderr, "tagi-coordinator: %s: %s\n", flag,
                  std::string(port.status().message()).c_str());
     return false;
   }
   if (auto st = http.Start(); !st.ok()) {
-    std::fprintf(stderr, "tagi-coordinator: --http: %s\n", std::string(st.message()).c_str());
+    std::fprintf(stderr, "tagi-coordinator: %s: %s\n", flag, std::string(st.message()).c_str());
     return false;
   }
-  WritePortFile(opt.http_port_file, *port);
-  std::fprintf(stderr, "tagi-coordinator: REST on %s (port %d)\n", opt.http.c_str(), *port);
+  WritePortFile(port_file, *port);
+  std::fprintf(stderr, "tagi-coordinator: %s on %s (port %d)\n",
+               std::string(flag) == "--http" ? "REST" : "probes and metrics", address.c_str(),
+               *port);
   return true;
 }
 
@@ -192,7 +204,7 @@ absl::Status LoadSecurity(Options& opt) {
   if (auto st = read(opt.tls_key_file, "--tls-key", opt.tls_key); !st.ok()) return st;
   if (auto st = read(client_ca, "--tls-client-ca", opt.tls_client_ca); !st.ok()) return st;
   if (absl::GetFlag(FLAGS_insecure)) return absl::OkStatus();
-  for (const std::string* address : {&opt.listen, &opt.http}) {
+  for (const std::string* address : {&opt.listen, &opt.http, &opt.probe_http}) {
     if (opt.tls_cert.empty() && !address->empty() && !IsLoopbackAddress(*address)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "refusing to serve plaintext on the non-loopback address %s: tokens and jobs would "
@@ -276,7 +288,35 @@ int Run(const Options& opt) {
           return coordinator.StateHealth();
         },
         rest, clock);
-    if (!StartRest(opt, *http)) {
+    if (!StartRest("--http", opt.http, opt.http_port_file, *http)) {
+      server->Shutdown(std::chrono::system_clock::now());
+      return 1;
+    }
+  }
+  std::optional<RestGateway> probes;
+  if (!opt.probe_http.empty()) {
+    RestOptions rest;
+    rest.http.max_connections = 64;
+    rest.http.max_connections_per_client = 16;
+    rest.http.request_deadline = absl::Seconds(2);
+    rest.http.idle_timeout = absl::Seconds(2);
+    rest.http.threads = 1;
+    rest.http.tls_cert_file = opt.tls_cert_file;
+    rest.http.tls_key_file = opt.tls_key_file;
+    rest.refusals = &refusals;
+    rest.probes_only = true;
+    probes.emplace(
+        coordinator,
+        [&metrics, &http] {
+          return metrics.Scrape() +
+                 (http.has_value() ? HttpStatsText(http->stats(), "tagi_coordinator_http") : "");
+        },
+        [&serving, &coordinator]() -> absl::Status {
+          if (!serving.load()) return absl::UnavailableError("the coordinator is shutting down");
+          return coordinator.StateHealth();
+        },
+        rest, clock);
+    if (!StartRest("--probe-http", opt.probe_http, opt.probe_http_port_file, *probes)) {
       server->Shutdown(std::chrono::system_clock::now());
       return 1;
     }
@@ -308,6 +348,7 @@ int Run(const Options& opt) {
   stop = true;
   serving = false;
   if (http.has_value()) http->Stop();
+  if (probes.has_value()) probes->Stop();
   // Ends the session streams and answers the long polls first: the server's
   // shutdown then has no asynchronous call left to wait for.
   cluster.Shutdown();
@@ -348,6 +389,8 @@ int main(int argc, char** argv) {
   opt.port_file = absl::GetFlag(FLAGS_port_file);
   opt.http = absl::GetFlag(FLAGS_http);
   opt.http_port_file = absl::GetFlag(FLAGS_http_port_file);
+  opt.probe_http = absl::GetFlag(FLAGS_probe_http);
+  opt.probe_http_port_file = absl::GetFlag(FLAGS_probe_http_port_file);
   opt.coordinator.world = opt.world;
   opt.coordinator.state_dir = absl::GetFlag(FLAGS_state_dir);
   opt.coordinator.heartbeat = absl::GetFlag(FLAGS_heartbeat_interval);
@@ -393,6 +436,15 @@ int main(int argc, char** argv) {
   }
   if (opt.http.empty() && !opt.http_port_file.empty()) {
     std::fprintf(stderr, "tagi-coordinator: --http-port-file needs --http\n");
+    return 2;
+  }
+  if (!opt.probe_http.empty() && !tagi::ValidHostPort(opt.probe_http)) {
+    std::fprintf(stderr, "tagi-coordinator: --probe-http \"%s\" is not HOST:PORT\n",
+                 opt.probe_http.c_str());
+    return 2;
+  }
+  if (opt.probe_http.empty() && !opt.probe_http_port_file.empty()) {
+    std::fprintf(stderr, "tagi-coordinator: --probe-http-port-file needs --probe-http\n");
     return 2;
   }
   if (opt.world < 1 || opt.world > 4096) {

@@ -220,6 +220,7 @@ RestGateway::RestGateway(Coordinator& coordinator, std::function<std::string()> 
           },
           clock) {
   for (const RouteDef& def : Table()) {
+    if (options_.probes_only && absl::StartsWith(def.path, "/v1/")) continue;
     const std::string pattern = absl::StrReplaceAll(def.path, {{"{id}", "([^/:]+)"}});
     routes_.push_back(Route{def.method, std::regex(pattern), def.handler, def.takes_body});
   }

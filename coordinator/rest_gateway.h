@@ -82,6 +82,9 @@ struct RestOptions {
   TokenSet api_tokens;
   // Rate-limits the log lines of refused requests; not owned; null logs each.
   RefusalLog* refusals = nullptr;
+  // Serve /healthz, /readyz and /metrics only (the probe listener,
+  // --probe-http): every other path is 404.
+  bool probes_only = false;
 };
 
 class RestGateway {

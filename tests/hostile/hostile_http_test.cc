@@ -3,11 +3,14 @@
 // addresses. Each test failed on the cpp-httplib gateway (a thread per
 // connection, no request deadline, chunked bodies and headers unbounded,
 // bodies read before the token check, nesting unbounded).
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,6 +108,83 @@ TEST_F(HostileHttpTest, HealthAndMetricsAnswerWithinASecondUnderSlowloris) {
   EXPECT_LT(growth, 64 * kMiB) << "RSS growth in KiB for 316 connections";
   std::printf("[figure] 316 held connections: slowest health %.4f s, RSS +%lld KiB\n", worst,
               static_cast<long long>(growth));
+}
+
+// Issue 31's distributed slowloris: 20 client addresses x 64 connections
+// (the per-client limit) trickling requests, reconnecting whenever cut, on
+// the API port of 1,024 connections. /healthz on the probe listener
+// (--probe-http) answers within 100 ms throughout, and a new client's
+// complete API request is answered within a second: the request deadline
+// shrinks to 0.5 s as the table fills, so slots keep coming free.
+TEST_F(HostileHttpTest, ProbesAndANewClientAnswerUnderADistributedSlowloris) {
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < 2048) GTEST_SKIP() << "needs 2,048 descriptors, has " << limit.rlim_cur;
+  const std::string probe_file = dir_.File("probe.port");
+  ASSERT_NO_FATAL_FAILURE(
+      StartGateway({"--probe-http", "127.0.0.1:0", "--probe-http-port-file", probe_file}));
+  std::string text;
+  std::ifstream(probe_file) >> text;
+  int probe_port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(text, &probe_port)) << text;
+
+  constexpr int kAddresses = 20, kPerAddress = 64;
+  std::vector<int> fds(kAddresses * kPerAddress, -1);
+  auto from = [](int i) { return absl::StrCat("127.0.1.", 1 + i / kPerAddress); };
+  std::atomic<bool> stop{false};
+  std::atomic<int> reconnects{0};
+  std::thread attacker([&] {
+    while (!stop.load()) {
+      for (size_t i = 0; i < fds.size() && !stop.load(); ++i) {
+        if (fds[i] >= 0 && (!SendAll(fds[i], "X") || PeerClosed(fds[i], absl::ZeroDuration()))) {
+          ::close(fds[i]);
+          fds[i] = -1;
+        }
+        if (fds[i] < 0) {
+          fds[i] = ConnectFrom(from(static_cast<int>(i)), http_port_);
+          if (fds[i] >= 0) {
+            ++reconnects;
+            SendAll(fds[i], "GET /v1/jobs HTTP/1.1\r\nX-Slow: ");
+          }
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  absl::SleepFor(absl::Seconds(2));  // the table fills
+  double worst_probe = 0, worst_api = 0;
+  for (int round = 0; round < 8; ++round) {
+    const absl::Time t0 = absl::Now();
+    const std::string health =
+        Exchange(probe_port, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", absl::Seconds(5));
+    worst_probe = std::max(worst_probe, absl::ToDoubleSeconds(absl::Now() - t0));
+    EXPECT_EQ(StatusOf(health), 200);
+    // A new client: it retries a refused connection at once, as any would.
+    const absl::Time t1 = absl::Now();
+    int status = 0;
+    while (status == 0 && absl::Now() - t1 < absl::Seconds(5)) {
+      const int fd = ConnectFrom(absl::StrCat("127.0.2.", 1 + round), http_port_);
+      if (fd < 0) continue;
+      SendAll(fd, "GET /v1/jobs HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+      status = StatusOf(ReadUntilClosed(fd, absl::Seconds(2)));
+      ::close(fd);
+    }
+    worst_api = std::max(worst_api, absl::ToDoubleSeconds(absl::Now() - t1));
+    EXPECT_EQ(status, 200);
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  stop = true;
+  attacker.join();
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+  EXPECT_LT(worst_probe, 0.1) << "slowest /healthz on the probe listener";
+  EXPECT_LT(worst_api, 1.0) << "slowest complete API request from a new address";
+  std::printf("[figure] 20 x 64 trickling connections: slowest probe %.4f s, slowest new API "
+              "request %.3f s, %d attacker (re)connections\n",
+              worst_probe, worst_api, reconnects.load());
 }
 
 TEST_F(HostileHttpTest, RequestDeadlineShutsSlowAndIdleConnections) {
