@@ -272,6 +272,16 @@ def check_workload(origin, w, docs, bin_dir):
             http = flag_value(args, "http")
             if not http or int(http.rsplit(":", 1)[1]) != ports.get("http"):
                 fail("%s: --http=%s is not the container port named http" % (what, http))
+            probe_http = flag_value(args, "probe-http")
+            if probe_http:
+                if int(probe_http.rsplit(":", 1)[1]) != ports.get("probes"):
+                    fail("%s: --probe-http=%s is not the container port named probes" % (
+                        what, probe_http))
+                for probe in ("livenessProbe", "readinessProbe"):
+                    if c.get(probe, {}).get("httpGet", {}).get("port") != "probes":
+                        fail("%s: %s should use the probe listener (port probes)" % (what, probe))
+                if ann.get("prometheus.io/port") != str(ports.get("probes")):
+                    fail("%s: Prometheus should scrape the probe listener" % what)
             listen = flag_value(args, "listen")
             if not listen or int(listen.rsplit(":", 1)[1]) != ports.get("grpc"):
                 fail("%s: --listen=%s is not the container port named grpc" % (what, listen))
