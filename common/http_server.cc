@@ -22,9 +22,12 @@ namespace {
 
 constexpr size_t kChunkBytes = size_t{1} << 20;  // of a shared body, per read
 constexpr size_t kMaxPemBytes = size_t{1} << 20;
-// A connection's memory pool beyond max_header_bytes: its read buffer and
-// the reply's headers.
-constexpr size_t kPoolSlackBytes = size_t{8} << 10;
+// A connection's memory pool beyond max_header_bytes: its read buffer, the
+// reply's headers, and an entry of about 64 bytes for each of up to
+// kMaxQueryParameters query parameters (with less, a request line near the
+// header limit with a few hundred parameters exhausted the pool and was
+// left unanswered until its deadline).
+constexpr size_t kPoolSlackBytes = (size_t{8} << 10) + 64 * kMaxQueryParameters;
 // A body announced over the limit by at most this factor is read and
 // dropped before the 413 (see Begin).
 constexpr uint64_t kDrainFactor = 16;
@@ -128,6 +131,36 @@ struct HttpServerCallbacks {
     }
     return ok ? MHD_YES : MHD_NO;
   }
+  // Sees the request line before libmicrohttpd parses its query: a query
+  // of more than kMaxQueryParameters gets a 414 written straight to the
+  // socket (plain HTTP; over TLS the connection is only shut), which is
+  // then shut, so the parse that would exhaust the pool never answers late.
+  static void* OnUri(void* cls, const char* uri, MHD_Connection* conn) {
+    const char* q = std::strchr(uri, '?');
+    if (q == nullptr) return nullptr;
+    int params = 1;
+    for (const char* p = q + 1; *p != '\0'; ++p) params += *p == '&' || *p == ';';
+    if (params <= kMaxQueryParameters) return nullptr;
+    auto* self = static_cast<HttpServer*>(cls);
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info == nullptr) return nullptr;
+    const int fd = info->connect_fd;
+    if (self->tls_cert_.empty()) {
+      const std::string body = absl::StrFormat(
+          "{\"code\":\"INVALID_ARGUMENT\",\"message\":\"the query has %d parameters; at most "
+          "%d are accepted\"}",
+          params, kMaxQueryParameters);
+      const std::string reply = absl::StrFormat(
+          "HTTP/1.1 414 URI Too Long\r\nContent-Type: application/json\r\nContent-Length: "
+          "%d\r\nConnection: close\r\n\r\n%s",
+          body.size(), body);
+      (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    ::shutdown(fd, SHUT_RDWR);
+    absl::MutexLock lock(&self->mu_);
+    ++self->stats_.uris_refused;
+    return nullptr;
+  }
   static void OnCompleted(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
     delete static_cast<HttpServer::Exchange*>(*con_cls);
     *con_cls = nullptr;
@@ -192,6 +225,9 @@ std::string HttpStatsText(const HttpServerStats& stats, absl::string_view prefix
       static_cast<double>(stats.connections_open));
   add("connections_accepted_total", "counter", "HTTP connections accepted.",
       static_cast<double>(stats.connections_accepted));
+  add("uris_refused_total", "counter",
+      "Requests answered 414 for more query parameters than are accepted.",
+      static_cast<double>(stats.uris_refused));
   add("deadline_closed_total", "counter",
       "HTTP connections shut because their request did not arrive whole in time.",
       static_cast<double>(stats.deadline_closed));
@@ -299,6 +335,7 @@ absl::Status HttpServer::Start() {
       // the response's headers; bodies have their own buffers.
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, options_.max_header_bytes + kPoolSlackBytes,
       MHD_OPTION_UNESCAPE_CALLBACK, &HttpServerCallbacks::Unescape, this,
+      MHD_OPTION_URI_LOG_CALLBACK, &HttpServerCallbacks::OnUri, this,
       MHD_OPTION_NOTIFY_COMPLETED, &HttpServerCallbacks::OnCompleted,
       this, MHD_OPTION_NOTIFY_CONNECTION,
       &HttpServerCallbacks::OnConnection, this, MHD_OPTION_ARRAY,
@@ -416,6 +453,20 @@ bool HttpServer::Begin(MHD_Connection* conn, const char* url, const char* method
   req.has_body = declared > 0 || req.HasHeader("Transfer-Encoding");
   HttpResponse res;
   bool answered = false;
+  // The pool holds room for the query's entries beyond max_header_bytes
+  // (kPoolSlackBytes); the limit on the request line and headers themselves
+  // stays max_header_bytes.
+  size_t header_bytes = req.method.size() + req.path.size() + req.version.size();
+  for (const auto& [name, value] : req.headers) header_bytes += name.size() + value.size() + 4;
+  for (const auto& [name, value] : req.query) header_bytes += name.size() + value.size() + 2;
+  if (header_bytes > options_.max_header_bytes) {
+    errors_(431,
+            absl::InvalidArgumentError(absl::StrFormat(
+                "the request line and headers take %d bytes; at most %d are accepted",
+                header_bytes, options_.max_header_bytes)),
+            res);
+    return Queue(conn, res);
+  }
   try {
     answered = screen_(req, res);
   } catch (...) {

@@ -104,12 +104,20 @@ struct HttpServerOptions {
 inline constexpr absl::Duration kCrowdedRequestDeadline = absl::Milliseconds(500);
 absl::Duration EffectiveRequestDeadline(absl::Duration base, int64_t open, int max_connections);
 
+// Query parameters a request may carry. libmicrohttpd parses them into the
+// connection's bounded memory pool, and a query of several hundred (well
+// within the header limit) exhausted it and left the request unanswered
+// until its deadline; one with more is answered 414 as soon as its request
+// line is in.
+inline constexpr int kMaxQueryParameters = 256;
+
 // Counters since Start, for metrics and tests.
 struct HttpServerStats {
   int64_t connections_open = 0;
   uint64_t connections_accepted = 0;
   uint64_t deadline_closed = 0;  // shut for missing request_deadline
   uint64_t bodies_refused = 0;   // 413s for size
+  uint64_t uris_refused = 0;     // 414s for more than kMaxQueryParameters
 };
 
 // The stats in the Prometheus text format, each name starting with
