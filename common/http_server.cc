@@ -73,7 +73,13 @@ int64_t DeclaredLength(const HttpRequest& req) {
 // the reaper's shutdown() under mu_ only ever reaches an open socket.
 struct HttpServer::Connection {
   int fd = -1;
+  std::string client;       // numeric address
+  bool over_limit = false;  // past max_connections_per_client: answered 429
 };
+
+// Connections of one client past max_connections_per_client that are still
+// accepted, to be answered 429 instead of reset.
+int PerClientGrace(int max_per_client) { return std::max(4, max_per_client / 4); }
 
 // One request and its reply.
 struct HttpServer::Exchange {
@@ -225,6 +231,9 @@ std::string HttpStatsText(const HttpServerStats& stats, absl::string_view prefix
       static_cast<double>(stats.connections_open));
   add("connections_accepted_total", "counter", "HTTP connections accepted.",
       static_cast<double>(stats.connections_accepted));
+  add("clients_limited_total", "counter",
+      "Requests answered 429 because their client held too many connections.",
+      static_cast<double>(stats.clients_limited));
   add("uris_refused_total", "counter",
       "Requests answered 414 for more query parameters than are accepted.",
       static_cast<double>(stats.uris_refused));
@@ -329,7 +338,8 @@ absl::Status HttpServer::Start() {
       MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned int>(std::max(1, options_.threads)),
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(std::max(1, options_.max_connections)),
       MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      static_cast<unsigned int>(std::max(1, options_.max_connections_per_client)),
+      static_cast<unsigned int>(std::max(1, options_.max_connections_per_client) +
+                                PerClientGrace(options_.max_connections_per_client)),
       MHD_OPTION_CONNECTION_TIMEOUT, seconds(options_.idle_timeout),
       // The pool holds the request line and headers, the read buffer and
       // the response's headers; bodies have their own buffers.
@@ -399,9 +409,15 @@ void HttpServer::Opened(MHD_Connection* conn, Connection*& c) {
   c = new Connection;
   const MHD_ConnectionInfo* info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (info != nullptr) c->fd = info->connect_fd;
+  if (const MHD_ConnectionInfo* addr =
+          MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+      addr != nullptr) {
+    c->client = NumericHost(addr->client_addr);
+  }
   absl::MutexLock lock(&mu_);
   ++stats_.connections_accepted;
   ++stats_.connections_open;
+  c->over_limit = ++per_client_[c->client] > std::max(1, options_.max_connections_per_client);
   if (c->fd >= 0) receiving_.emplace(c, clock_.Now());
 }
 
@@ -411,6 +427,9 @@ void HttpServer::Closed(Connection* c) {
     absl::MutexLock lock(&mu_);
     receiving_.erase(c);
     --stats_.connections_open;
+    if (auto it = per_client_.find(c->client); it != per_client_.end() && --it->second <= 0) {
+      per_client_.erase(it);
+    }
   }
   delete c;
 }
@@ -453,6 +472,23 @@ bool HttpServer::Begin(MHD_Connection* conn, const char* url, const char* method
   req.has_body = declared > 0 || req.HasHeader("Transfer-Encoding");
   HttpResponse res;
   bool answered = false;
+  if (const MHD_ConnectionInfo* info =
+          MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+      info != nullptr && info->socket_context != nullptr &&
+      static_cast<const Connection*>(info->socket_context)->over_limit) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.clients_limited;
+    }
+    errors_(429,
+            absl::ResourceExhaustedError(absl::StrFormat(
+                "this client holds more than %d connections, the most one client may "
+                "(--http-max-connections-per-client): close some, or wait",
+                options_.max_connections_per_client)),
+            res);
+    res.SetHeader("Connection", "close");
+    return Queue(conn, res);
+  }
   // The pool holds room for the query's entries beyond max_header_bytes
   // (kPoolSlackBytes); the limit on the request line and headers themselves
   // stays max_header_bytes.

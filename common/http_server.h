@@ -118,6 +118,7 @@ struct HttpServerStats {
   uint64_t deadline_closed = 0;  // shut for missing request_deadline
   uint64_t bodies_refused = 0;   // 413s for size
   uint64_t uris_refused = 0;     // 414s for more than kMaxQueryParameters
+  uint64_t clients_limited = 0;  // 429s for a client over its connections
 };
 
 // The stats in the Prometheus text format, each name starting with
@@ -188,6 +189,10 @@ class HttpServer {
 
   absl::Mutex mu_;
   std::map<Connection*, absl::Time> receiving_ ABSL_GUARDED_BY(mu_);  // -> accepted at
+  // Open connections by client address: past max_connections_per_client a
+  // connection is answered 429 (libmicrohttpd's own per-address limit sits
+  // kPerClientGrace higher and closes what comes beyond, unanswered).
+  std::map<std::string, int> per_client_ ABSL_GUARDED_BY(mu_);
   HttpServerStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
