@@ -85,7 +85,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_size) {
   return out;
 }
 
-absl::Status WriteFileAtomic(const std::string& path, const std::string& data) {
+absl::Status WriteFileAtomic(const std::string& path, const std::string& data, unsigned mode) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
@@ -94,8 +94,9 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& data) {
   if (fd.get() < 0) return ErrnoError("cannot create a temporary file for", path);
   // mkstemp creates 0600; model and state files are readable like any
   // file written with the default umask (reading the umask would change it).
-  absl::Status st =
-      ::fchmod(fd.get(), 0644) == 0 ? absl::OkStatus() : ErrnoError("cannot chmod", tmp);
+  absl::Status st = ::fchmod(fd.get(), static_cast<mode_t>(mode)) == 0
+                        ? absl::OkStatus()
+                        : ErrnoError("cannot chmod", tmp);
   if (st.ok()) st = WriteAll(fd.get(), data, tmp);
   if (st.ok() && ::fsync(fd.get()) != 0) st = ErrnoError("cannot fsync", tmp);
   if (st.ok() && ::close(fd.Release()) != 0) st = ErrnoError("cannot close", tmp);

@@ -22,7 +22,10 @@ namespace tagi {
 // (FailedPrecondition) before anything is allocated for it.
 absl::StatusOr<std::string> ReadFile(const std::string& path, size_t max_size);
 
-absl::Status WriteFileAtomic(const std::string& path, const std::string& data);
+// `mode`: the file's permissions (0600 for a secret; the default is what
+// any file written with the usual umask gets).
+absl::Status WriteFileAtomic(const std::string& path, const std::string& data,
+                             unsigned mode = 0644);
 
 // OK when files can be created under `dir` (or, when it does not exist yet,
 // under its nearest existing ancestor): a writable directory on a file

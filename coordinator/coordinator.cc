@@ -1,14 +1,10 @@
 #include "coordinator/coordinator.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -35,8 +31,8 @@ constexpr char kWaitingForDisk[] = "waiting for the state dir to be writable: ";
 constexpr size_t kMaxNonceBytes = 64;
 constexpr size_t kMaxRegistrationNonces = 16384;
 
-// The worker key from `path`, or a new one written there (mode 0600,
-// through a temporary file and a rename, so a crash leaves no half key).
+// The worker key from `path`, or a new one written there (mode 0600;
+// WriteFileAtomic: a crash leaves no half key).
 absl::StatusOr<WorkerKey> LoadOrCreateWorkerKey(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path, 1024);
   if (text.ok()) return WorkerKey::FromHex(*text);
@@ -44,19 +40,7 @@ absl::StatusOr<WorkerKey> LoadOrCreateWorkerKey(const std::string& path) {
   TAGI_ASSIGN_OR_RETURN(WorkerKey key, WorkerKey::Generate());
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": ", std::strerror(errno)));
-  const std::string data = key.ToFileText();
-  const bool written = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
-                       ::fsync(fd) == 0;
-  const int saved = errno;
-  ::close(fd);
-  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = written ? errno : saved;
-    ::unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": ", std::strerror(err)));
-  }
+  TAGI_RETURN_IF_ERROR(WriteFileAtomic(path, key.ToFileText(), 0600));
   return key;
 }
 
@@ -437,6 +421,11 @@ std::string Coordinator::WorkerSecret(std::string_view id) const {
 absl::Status Coordinator::CheckMember(const std::string& worker, const std::string& job,
                                       uint64_t gen) {
   Lock lock(this);
+  return RunningMemberLocked(worker, job, gen).status();
+}
+
+absl::StatusOr<Coordinator::JobRecord*> Coordinator::RunningMemberLocked(
+    const std::string& worker, const std::string& job, uint64_t gen) {
   auto r = RunningJobLocked(job, gen);
   if (!r.ok()) return r.status();
   const auto& ws = (*r)->job.workers();
@@ -444,7 +433,7 @@ absl::Status Coordinator::CheckMember(const std::string& worker, const std::stri
     return absl::PermissionDeniedError(
         absl::StrFormat("worker %s is not in job %s generation %d", worker, job, gen));
   }
-  return absl::OkStatus();
+  return r;
 }
 
 absl::StatusOr<Coordinator::WorkerRecord*> Coordinator::CheckInLocked(

@@ -408,6 +408,10 @@ class Coordinator {
   void EndJobLocked(JobRecord& r, tagi::v1::JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseWorkerLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RunningJobLocked, and `worker` must hold a rank in that generation.
+  absl::StatusOr<JobRecord*> RunningMemberLocked(const std::string& worker,
+                                                 const std::string& job, uint64_t gen)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FencedJob(const std::string& job, uint64_t gen)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FindJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

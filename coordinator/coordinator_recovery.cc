@@ -473,13 +473,8 @@ void Coordinator::AcceptSnapshotLocked(JobRecord& rec, uint64_t step, uint64_t e
 absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ResumeSnapshot(
     const std::string& worker_id, const std::string& job, uint64_t gen) {
   Lock lock(this);
-  auto r = RunningJobLocked(job, gen);
+  auto r = RunningMemberLocked(worker_id, job, gen);
   if (!r.ok()) return r.status();
-  const Job& j = (*r)->job;
-  if (std::find(j.workers().begin(), j.workers().end(), worker_id) == j.workers().end()) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("worker %s is not in job %s generation %d", worker_id, job, gen));
-  }
   if ((*r)->resume == nullptr) {
     return absl::NotFoundError(
         absl::StrFormat("job %s generation %d starts from its seed, not a snapshot", job, gen));
