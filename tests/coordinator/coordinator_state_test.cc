@@ -240,6 +240,25 @@ TEST_F(StateTest, EpochMetricsSurviveARecoveryAndTheFinalReport) {
   EXPECT_THAT(GetJob(job).progress().epochs(), SizeIs(4));
 }
 
+// The worker key lives in the state dir, readable by the coordinator's user
+// alone, and a restart keeps it: a worker's secret stays valid.
+TEST_F(StateTest, TheWorkerKeyIsPrivateAndOutlivesARestart) {
+  Start(StateOptions(1));
+  const tagi::v1::RegisterResponse first = coord().Register(tagi::v1::RegisterRequest(), "peer");
+  const fs::path key = dir_.path() / "worker-key";
+  ASSERT_TRUE(fs::exists(key));
+  EXPECT_EQ(fs::status(key).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  Restart(StateOptions(1));
+  EXPECT_TRUE(coord().VerifyWorker(first.worker_id(), first.secret()));
+  // A key file that is not one is not used: secrets are then this process's.
+  { std::ofstream(key) << "not a key"; }
+  Restart(StateOptions(1));
+  EXPECT_FALSE(coord().VerifyWorker(first.worker_id(), first.secret()));
+  const tagi::v1::RegisterResponse fresh = coord().Register(tagi::v1::RegisterRequest(), "peer");
+  EXPECT_TRUE(coord().VerifyWorker(fresh.worker_id(), fresh.secret()));
+}
+
 TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
   Start(StateOptions(1));
   const std::string job = Submit(1);
