@@ -415,7 +415,7 @@ void CheckTraining(const JobSpec& spec, Problems& p) {
     p.Add("reduction: %d is unknown; expected SUM or AVERAGE", static_cast<int>(spec.reduction()));
   }
   if (!JobSpec::Backend_IsValid(spec.backend())) {
-    p.Add("backend: %d is unknown; expected GLOO or NCCL (or unset for automatic)",
+    p.Add("backend: %d is unknown; expected GLOO, NCCL or TCP_RING (or unset for automatic)",
           static_cast<int>(spec.backend()));
   }
   if (spec.world_size() > kMaxWorldSize) {
@@ -482,9 +482,29 @@ std::string JobSpecToJson(const JobSpec& spec) {
   return out;
 }
 
+uint64_t BucketBytes(const JobSpec& spec) {
+  return uint64_t{spec.has_bucket_kib() ? spec.bucket_kib() : kDefaultBucketKib} << 10;
+}
+
+uint64_t DeltaArenaKib(uint64_t num_parameters) {
+  return (num_parameters * 2 * sizeof(float) + 1023) / 1024;
+}
+
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   Problems p;
   const std::optional<spec::Architecture> arch = BuildArchitecture(spec, p);
+  if (spec.has_bucket_kib()) {
+    const uint64_t most = arch ? std::max<uint64_t>(DeltaArenaKib(arch->num_parameters()), 1) : 0;
+    if (spec.bucket_kib() == 0) {
+      p.Add("bucket_kib: 0; expected 1..%d (KiB of deltas per all-reduce bucket; leave it unset "
+            "for %d)",
+            most, kDefaultBucketKib);
+    } else if (arch && spec.bucket_kib() > most) {
+      p.Add("bucket_kib: %d is larger than the model's delta arena (%d KiB for %d parameters); "
+            "%d puts the whole step in one all-reduce",
+            spec.bucket_kib(), most, arch->num_parameters(), most);
+    }
+  }
   if (arch && spec.batch_size() >= 1 && spec.batch_size() <= kMaxBatchSize) {
     CheckModelMemory(*arch, spec.batch_size(), p);
   }

@@ -74,6 +74,14 @@ std::string JobSpecToJson(const tagi::v1::JobSpec& spec);
 
 absl::Status ValidateJobSpec(const tagi::v1::JobSpec& spec);
 
+// The all-reduce bucket of a job (JobSpec.bucket_kib): this many KiB when
+// it sets none (measured on the multi-host test bed; docs/overlap.md).
+inline constexpr uint32_t kDefaultBucketKib = 4096;
+uint64_t BucketBytes(const tagi::v1::JobSpec& spec);
+// KiB of deltas (mu and var, fp32) a step of `num_parameters` reduces,
+// rounded up: the largest bucket_kib a job may set.
+uint64_t DeltaArenaKib(uint64_t num_parameters);
+
 // OK when the job's model file and snapshots, at 8 bytes per parameter and
 // 4 per state value plus kUploadOverheadBytes, fit in max_upload_bytes;
 // InvalidArgument naming the parameter count, the size needed, the limit

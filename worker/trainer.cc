@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/base/internal/raw_logging.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +14,8 @@
 #include "common/protocol.h"
 #include "common/rng.h"
 #include "common/status.h"
+#include "spec/buckets.h"
+#include "spec/plan.h"
 #include "worker/engine/engine_factory.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/output.h"
@@ -267,6 +270,28 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
         },
         static_cast<size_t>(world_));
   }
+  if (reserve_status_.ok()) SetUpOverlap();
+}
+
+Trainer::~Trainer() {
+  if (overlap_ == nullptr) return;
+  // The engine outlives the trainer: it must not call into a dead reducer.
+  (void)model_.SetBackwardObserver({});
+  overlap_.reset();
+}
+
+void Trainer::SetUpOverlap() {
+  if (options_.collective == nullptr || world_ < 2) return;
+  // The parameter layout and the steps do not depend on the batch.
+  auto plan = spec::MakePlan(model_.architecture(), {1, 1});
+  if (!plan.ok()) return;
+  spec::BucketPlan buckets = spec::PlanBuckets(*plan, BucketBytes(spec_));
+  if (buckets.buckets.size() < 2) return;
+  auto buffer = model_.SetBackwardObserver([this](size_t step) { overlap_->StepDone(step); });
+  if (!buffer.ok()) return;  // the engine reduces after its backward only
+  overlap_ = std::make_unique<OverlappedReduce>(*options_.collective,
+                                                options_.collective_timeout, clock_, *buffer,
+                                                model_.num_parameters(), std::move(buckets));
 }
 
 void Trainer::GatherBatch(uint64_t epoch, size_t offset) {
@@ -293,14 +318,26 @@ void Trainer::GatherBatch(uint64_t epoch, size_t offset) {
 }
 
 absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
-  TAGI_ASSIGN_OR_RETURN(std::span<float> buffer,
-                        model_.BeginReduce(options_.collective->AcceptsDeviceMemory(),
-                                           stop_vote ? 1.0f : 0.0f));
-  const absl::Time start = clock_.Now();
-  if (auto st = options_.collective->AllReduceSum(buffer, options_.collective_timeout); !st.ok()) {
-    return st;
+  const bool device = overlap_ == nullptr && options_.collective->AcceptsDeviceMemory();
+  TAGI_ASSIGN_OR_RETURN(const std::span<float> buffer,
+                        model_.BeginReduce(device, stop_vote ? 1.0f : 0.0f));
+  if (overlap_ != nullptr) {
+    // The buckets went while the backward ran; the last one and the
+    // staged state and control word go now.
+    TAGI_RETURN_IF_ERROR(overlap_->Finish());
+    timings_.allreduce_seconds = overlap_->busy_seconds();
+    timings_.allreduce_wait_seconds = overlap_->wait_seconds();
+    timings_.buckets = overlap_->num_buckets();
+  } else {
+    const absl::Time start = clock_.Now();
+    if (auto st = options_.collective->AllReduceSum(buffer, options_.collective_timeout);
+        !st.ok()) {
+      return st;
+    }
+    timings_.allreduce_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
+    timings_.allreduce_wait_seconds = timings_.allreduce_seconds;
+    timings_.buckets = 1;
   }
-  timings_.allreduce_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   timings_.allreduce_bytes = buffer.size_bytes();
   // A rank that sends NaN or Inf (broken or rogue) fails the step on every
   // rank alike; the generation ends and nothing of it is applied.
@@ -322,6 +359,12 @@ absl::Status Trainer::StepAt(uint64_t epoch, size_t offset) {
   sigma_v_ = SigmaVAtEpoch(spec_.noise(), epoch);
   GatherBatch(epoch, offset);
   const size_t b = indices_.size();
+  if (overlap_ != nullptr) overlap_->BeginStep();
+  // A step that fails after buckets went leaves no reduction in flight
+  // (a no-op once Finish has returned).
+  absl::Cleanup settle = [this] {
+    if (overlap_ != nullptr) overlap_->Abandon();
+  };
   TAGI_RETURN_IF_ERROR(model_.TrainStep(x_.data(), labels_.empty() ? nullptr : labels_.data(),
                                         targets_.empty() ? nullptr : targets_.data(), b,
                                         sigma_v_));

@@ -5,8 +5,11 @@
 // data/augment.h, from the job seed, the epoch and each sample's index, so
 // that the global batch is the same whatever the world size; evaluation
 // never augments), runs forward / output update / backward, all-reduces the
-// packed delta arena over the Collective (one call per step; none for a single
-// process), and applies the capped step. In SUM reduction the cap factor is
+// packed delta arena over the Collective (none for a single process), and
+// applies the capped step. The all-reduce goes in buckets (JobSpec.bucket_kib,
+// spec/buckets.h) that a communication thread reduces while the backward pass
+// is still running (worker/overlap.h), or in one call after it when the
+// bucket covers the model or the engine cannot hand out its deltas early. In SUM reduction the cap factor is
 // that of the global batch (world x batch); in AVERAGE the summed deltas are
 // divided by the world size and the cap factor is that of the local batch.
 //
@@ -46,6 +49,7 @@
 #include "worker/data/sampler.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/model_file.h"
+#include "worker/overlap.h"
 
 namespace tagi {
 
@@ -105,8 +109,14 @@ struct TrainerOptions {
 // trainer's Clock.
 struct StepTimings {
   double step_seconds = 0.0;
+  // The time spent in the collective: with overlap, on the communication
+  // thread (partly hidden behind the backward pass).
   double allreduce_seconds = 0.0;
+  // The part of the all-reduce the step waited for after its backward pass
+  // (equal to allreduce_seconds without overlap).
+  double allreduce_wait_seconds = 0.0;
   size_t allreduce_bytes = 0;
+  size_t buckets = 0;  // all-reduce buckets of the step (1: no overlap)
 };
 
 class Trainer {
@@ -115,6 +125,9 @@ class Trainer {
   // three and the clock outlive the trainer.
   Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
           const data::LoadedData& data, Clock& clock, TrainerOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   size_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
 
@@ -147,6 +160,10 @@ class Trainer {
  private:
   void GatherBatch(uint64_t epoch, size_t offset);
   absl::Status Reduce(bool stop_vote, bool* stop_agreed);
+  // Buckets of the job's bucket_kib when there are several, the world has
+  // more than one rank and the engine hands out its deltas during the
+  // backward; else none (one all-reduce after the backward).
+  void SetUpOverlap();
 
   const tagi::v1::JobSpec& spec_;
   engine::Engine& model_;
@@ -170,6 +187,7 @@ class Trainer {
   std::vector<float> targets_;
   std::vector<float> probs_;
   size_t correct_ = 0;  // training predictions of the running epoch
+  std::unique_ptr<OverlappedReduce> overlap_;
 };
 
 // The model's initialisation options from the job (method and gains).

@@ -36,6 +36,7 @@
 #include "common/rng.h"
 #include "gtest/gtest.h"
 #include "tests/collective/rank_threads.h"
+#include "worker/collective/failing_collective.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/in_process.h"
 #include "worker/collective/tcp/ring_collective.h"
@@ -297,6 +298,7 @@ struct RankRun {
   std::vector<float> params;
   std::vector<float> state;
   std::vector<absl::Status> steps;  // up to and including the first failure
+  StepTimings last;                 // of the last step
   EvalMetrics eval;                 // when asked for: the sharded evaluation
 };
 
@@ -316,6 +318,7 @@ void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::Lo
   for (size_t s = 0; s < steps; ++s) {
     run.steps.push_back(trainer.Step(0, s));
     if (!run.steps.back().ok()) break;
+    run.last = trainer.last_step();
   }
   if (evaluate) EvaluateInto(trainer, run.eval);
   run.params = Params(engine.model());
@@ -323,32 +326,40 @@ void TrainRank(int rank, Collective& member, const JobSpec& spec, const data::Lo
   run.state.assign(state.begin(), state.end());
 }
 
-// Two ranks, each with its own model, trainer and collective member.
-// stop_for(rank) gives that rank's stop_requested (may be empty).
+// How TrainRanks runs its group.
+struct Ranks {
+  int world = 2;
+  // stop_for(rank) gives that rank's stop_requested (may be empty).
+  std::function<std::function<bool()>(int)> stop_for;
+  bool evaluate = false;
+  // Wraps rank r's member (a rogue or failing rank); may be empty.
+  std::function<std::unique_ptr<Collective>(int, std::unique_ptr<Collective>)> wrap;
+};
+
+// `how.world` ranks, each with its own model, trainer and collective member.
 std::vector<RankRun> TrainRanks(Backend backend, const JobSpec& spec, const data::LoadedData& data,
-                                size_t steps,
-                                const std::function<std::function<bool()>(int)>& stop_for = {},
-                                bool evaluate = false) {
-  constexpr int kWorld = 2;
-  InProcessGroup group(kWorld);
+                                size_t steps, const Ranks& how = {}) {
+  const int world = how.world;
+  InProcessGroup group(world);
   InMemoryStore base;
   PrefixStore store("equivalence/", base);
-  std::vector<RankRun> runs(kWorld);
+  std::vector<RankRun> runs(static_cast<size_t>(world));
   // Members are destroyed only once every rank has finished, so that a
   // rank that is done does not tear down a connection a peer still reads.
-  std::latch finished(kWorld);
-  testing::RunRanks(kWorld, [&](int r) {
+  std::latch finished(world);
+  testing::RunRanks(world, [&](int r) {
     std::unique_ptr<Collective> member;
     if (backend == Backend::kInProcess) {
       member = group.Member(r);
-    } else if (auto made = Connect(backend, store, r, kWorld); made.ok()) {
+    } else if (auto made = Connect(backend, store, r, world); made.ok()) {
       member = std::move(*made);
     } else {
       ADD_FAILURE() << made.status();
     }
+    if (member != nullptr && how.wrap) member = how.wrap(r, std::move(member));
     if (member != nullptr) {
-      TrainRank(r, *member, spec, data, steps, stop_for ? stop_for(r) : nullptr, runs[r],
-                evaluate);
+      TrainRank(r, *member, spec, data, steps, how.stop_for ? how.stop_for(r) : nullptr, runs[r],
+                how.evaluate);
     }
     finished.arrive_and_wait();
   });
@@ -444,7 +455,7 @@ TEST_P(EquivalenceTest, SumModeOutputHeadsTwoRanksOfEightMatchOneProcessOfSixtee
     const std::vector<float> initial = Params(*MakeModel(c.one));
     EvalMetrics single_eval;
     const std::vector<float> single = TrainSingle(c.one, *c.data, kSteps, &single_eval);
-    const auto runs = TrainRanks(GetParam(), c.two, *c.data, kSteps, {}, /*evaluate=*/true);
+    const auto runs = TrainRanks(GetParam(), c.two, *c.data, kSteps, {.evaluate = true});
     ExpectAllOk(runs, kSteps);
     const Diff d = MaxScaledDiff(runs[0].params, single);
     EXPECT_LE(d.mean, kTolerance) << "mean arena";
@@ -582,7 +593,7 @@ TEST_P(EquivalenceTest, StopOnOneRankStopsBothAfterTheSameStep) {
     if (rank != 1) return {};
     return [polls = size_t{0}]() mutable { return polls++ >= kStopAt; };
   };
-  const auto runs = TrainRanks(GetParam(), spec, data_, kSteps, stop_for);
+  const auto runs = TrainRanks(GetParam(), spec, data_, kSteps, {.stop_for = stop_for});
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(runs[r].steps.size(), kStopAt + 1) << "rank " << r;
     for (size_t s = 0; s < kStopAt; ++s) EXPECT_TRUE(runs[r].steps[s].ok()) << runs[r].steps[s];
@@ -618,6 +629,86 @@ TEST(Equivalence, RingAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
   ExpectAllOk(fake, kSteps);
   ExpectAllOk(ring, kSteps);
   EXPECT_EQ(fake[0].params, ring[0].params);
+}
+
+// The job with the all-reduce cut into buckets of 1 KiB (128 parameters'
+// deltas): every layer of these small networks is a bucket of its own, or
+// shares one with its neighbours.
+JobSpec Bucketed(JobSpec spec) {
+  spec.set_bucket_kib(1);
+  return spec;
+}
+
+// With two ranks every element is one addition a + b, however the arena is
+// cut, so the buckets reduced during the backward give the one all-reduce's
+// bits, running statistics and all, on every backend.
+TEST_P(EquivalenceTest, BucketedStepsGiveTheOneAllReducesBitsWithTwoRanks) {
+  for (const JobSpec& spec : {Spec(8, JobSpec::SUM, true), CnnSpec(8)}) {
+    SCOPED_TRACE(spec.layers_size());
+    const auto one = TrainRanks(GetParam(), spec, data_, kSteps);
+    const auto bucketed = TrainRanks(GetParam(), Bucketed(spec), data_, kSteps);
+    ExpectAllOk(one, kSteps);
+    ExpectAllOk(bucketed, kSteps);
+    EXPECT_EQ(one[0].last.buckets, 1u);
+    EXPECT_GE(bucketed[0].last.buckets, 3u);
+    EXPECT_EQ(bucketed[0].last.allreduce_bytes, one[0].last.allreduce_bytes);
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(bucketed[r].params, one[r].params) << "rank " << r;
+      EXPECT_EQ(bucketed[r].state, one[r].state) << "rank " << r;
+    }
+  }
+}
+
+// With three ranks the ring adds an element's three terms in an order that
+// depends on where the element falls in the buffer being reduced, so
+// buckets may change the last bits against the one all-reduce (the
+// in-process fake, which always adds in rank order, does not). What must
+// hold: every replica has the same bits, a second run repeats them, and the
+// model is the fake's within the tolerance.
+TEST(Equivalence, BucketedRingOfThreeRanksIsDeterministicOnEveryReplica) {
+  const data::LoadedData data = MakeData();
+  constexpr size_t kSteps3 = 30;  // 800 samples: 33 global batches of 24
+  const JobSpec spec = Spec(8, JobSpec::SUM, true);
+  const Ranks three{.world = 3};
+  const auto ring = TrainRanks(Backend::kRing, Bucketed(spec), data, kSteps3, three);
+  const auto again = TrainRanks(Backend::kRing, Bucketed(spec), data, kSteps3, three);
+  const auto fake = TrainRanks(Backend::kInProcess, spec, data, kSteps3, three);
+  const auto fake_bucketed = TrainRanks(Backend::kInProcess, Bucketed(spec), data, kSteps3, three);
+  for (const auto* runs : {&ring, &again, &fake, &fake_bucketed}) ExpectAllOk(*runs, kSteps3);
+  EXPECT_EQ(ring[0].last.buckets, 4u);
+  EXPECT_EQ(ring[0].params, ring[1].params);
+  EXPECT_EQ(ring[0].params, ring[2].params);
+  EXPECT_EQ(ring[0].params, again[0].params);
+  EXPECT_EQ(fake_bucketed[0].params, fake[0].params);
+  const Diff d = MaxScaledDiff(ring[0].params, fake[0].params);
+  EXPECT_LE(d.mean, kTolerance);
+  EXPECT_LE(d.var, kTolerance);
+}
+
+// A rank whose link fails in the middle of a bucketed step (its second
+// call: the first bucket's var half, while its backward is still running)
+// fails that step, its peer fails the same step promptly (not after the
+// collective timeout), and neither applies any of it.
+TEST_P(EquivalenceTest, AFailureMidBucketFailsTheStepOnEveryRankAndAppliesNothing) {
+  const JobSpec spec = Bucketed(Spec(8, JobSpec::SUM, true));
+  const auto before = TrainRanks(GetParam(), spec, data_, 2);
+  ExpectAllOk(before, 2);
+  const absl::Time start = absl::Now();
+  const auto runs = TrainRanks(
+      GetParam(), spec, data_, 4,
+      {.wrap = [](int r, std::unique_ptr<Collective> member) -> std::unique_ptr<Collective> {
+        // Four buckets and the tail: 9 calls a step; call 20 is the second
+        // of step 2.
+        if (r == 0) return std::make_unique<FailingCollective>(std::move(member), 20);
+        return member;
+      }});
+  EXPECT_LT(absl::Now() - start, kTimeout / 2);
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(runs[r].steps.size(), 3u) << "rank " << r;
+    EXPECT_FALSE(runs[r].steps[2].ok()) << "rank " << r;
+    EXPECT_EQ(runs[r].params, before[r].params) << "rank " << r << " applied part of the step";
+  }
+  EXPECT_EQ(runs[0].steps[2].code(), absl::StatusCode::kUnavailable) << runs[0].steps[2];
 }
 
 // A member that forwards every call to `inner`; the rogue ranks below change
@@ -673,17 +764,13 @@ TEST(Equivalence, ANaNFromOneRankFailsTheStepOnEveryRankAndIsNeverApplied) {
   const JobSpec spec = Spec(8, JobSpec::SUM);
   const auto clean = TrainRanks(Backend::kInProcess, spec, data, 3);
   ExpectAllOk(clean, 3);
-  constexpr int kWorld = 2;
-  InProcessGroup group(kWorld);
-  std::vector<RankRun> runs(kWorld);
-  std::latch finished(kWorld);
-  testing::RunRanks(kWorld, [&](int r) {
-    std::unique_ptr<Collective> member = group.Member(r);
-    if (r == 1) member = std::make_unique<PoisonAt>(std::move(member), 4);
-    TrainRank(r, *member, spec, data, 6, nullptr, runs[r], false);
-    finished.arrive_and_wait();
-  });
-  for (int r = 0; r < kWorld; ++r) {
+  const auto runs = TrainRanks(
+      Backend::kInProcess, spec, data, 6,
+      {.wrap = [](int r, std::unique_ptr<Collective> member) -> std::unique_ptr<Collective> {
+        if (r == 1) return std::make_unique<PoisonAt>(std::move(member), 4);
+        return member;
+      }});
+  for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(runs[r].steps.size(), 4u) << "rank " << r;
     for (int s = 0; s < 3; ++s) EXPECT_TRUE(runs[r].steps[s].ok()) << runs[r].steps[s];
     EXPECT_EQ(runs[r].steps[3].code(), absl::StatusCode::kDataLoss) << runs[r].steps[3];

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/job_spec_samples.h"
@@ -460,6 +461,34 @@ TEST(JobSpec, UnknownBackendNumberIsRefused) {
   ASSERT_TRUE(patch.ok()) << patch.status();
   spec.MergeFrom(*patch);
   EXPECT_THAT(Problems(spec), HasSubstr("backend"));
+}
+
+// bucket_kib: from 1 KiB to the model's delta arena; 0, a negative or
+// fractional number in JSON, and more than the arena are refused naming the
+// field (and the arena's size, which is the value for one all-reduce).
+TEST(JobSpec, BucketSizeMustLieBetweenOneKibAndTheDeltaArena) {
+  JobSpec spec = ValidSpec();
+  ASSERT_TRUE(ValidateJobSpec(spec).ok());
+  // 784-32-11: 25,120 + 363 parameters, 8 bytes of deltas each.
+  const uint64_t arena = DeltaArenaKib(784 * 32 + 32 + 32 * 11 + 11);
+  ASSERT_EQ(arena, 200u);  // 203,864 bytes, rounded up
+  EXPECT_EQ(BucketBytes(spec), uint64_t{kDefaultBucketKib} << 10);
+  for (const uint64_t kib : {uint64_t{1}, arena}) {
+    spec.set_bucket_kib(static_cast<uint32_t>(kib));
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << kib << ": " << ValidateJobSpec(spec);
+    EXPECT_EQ(BucketBytes(spec), kib << 10);
+  }
+  spec.set_bucket_kib(0);
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("bucket_kib: 0"), HasSubstr("expected 1..")));
+  spec.set_bucket_kib(static_cast<uint32_t>(arena + 1));
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("bucket_kib"), HasSubstr("larger than the model's"),
+                                    HasSubstr(absl::StrCat(arena, " KiB"))));
+  for (const char* json : {R"({"bucketKib": -1})", R"({"bucketKib": 1.5})",
+                           R"({"bucketKib": "lots"})"}) {
+    const auto parsed = ParseJobSpecJson(json);
+    EXPECT_FALSE(parsed.ok()) << json;
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("bucket_kib")) << json;
+  }
 }
 
 TEST(JobSpec, WorldSizeAboveTheLimitIsRefused) {

@@ -113,6 +113,18 @@ absl::StatusOr<float> CpuEngine::EndReduce(float scale, float state_scale) {
   return model_->reduce_buffer().back();
 }
 
+absl::StatusOr<std::span<float>> CpuEngine::SetBackwardObserver(
+    std::function<void(size_t step)> ready) {
+  model_->SetBackwardObserver(std::move(ready));
+  return model_->reduce_buffer();
+}
+
+absl::StatusOr<std::span<float>> Engine::SetBackwardObserver(
+    std::function<void(size_t step)> /*ready*/) {
+  return absl::UnimplementedError(absl::StrFormat(
+      "the %s engine reduces its deltas after the backward pass only", device()));
+}
+
 absl::Status CpuEngine::CheckReduced() { return CheckFiniteReduced(model_->reduce_buffer()); }
 
 absl::Status CheckFiniteReduced(std::span<const float> values) {

@@ -188,6 +188,7 @@ void Model::Backward(size_t batch) {
       LayerIo io = StepIo(plan_, Bases(), step, batch);
       io.team = team_.get();
       layers_[static_cast<size_t>(step.layer)]->Backward(io);
+      if (backward_observer_) backward_observer_(s);
       continue;
     }
     // A residual merge passes the innovations of its output unchanged to

@@ -118,6 +118,14 @@ class Model {
   void SetBatchSync(std::function<absl::Status(std::span<float>)> sum, size_t world);
   absl::Status TakeSyncStatus();
 
+  // Called from TrainStepLocal's backward with the index of each plan step
+  // as soon as its backward has run (steps in reverse order), so a caller
+  // can reduce the deltas that are final (spec/buckets.h) while the rest of
+  // the backward goes on. Empty: none.
+  void SetBackwardObserver(std::function<void(size_t step)> observer) {
+    backward_observer_ = std::move(observer);
+  }
+
   // Classification: class probabilities [batch][K] of the last Forward.
   void ClassProbabilities(size_t batch, float* probs) const;
   const HsmTree* hsm_tree() const { return tree_ ? &*tree_ : nullptr; }
@@ -144,6 +152,7 @@ class Model {
   // The elementwise loops' threads: as many as BLAS threads at Create().
   std::unique_ptr<ThreadTeam> team_;
   absl::Status sync_status_;
+  std::function<void(size_t)> backward_observer_;
   // Node probabilities for ClassProbabilities (no allocation per call).
   // mutable: scratch only, ClassProbabilities is logically const.
   mutable std::vector<float> node_scratch_;

@@ -1,0 +1,127 @@
+#include "worker/overlap.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tagi {
+
+OverlappedReduce::OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
+                                   std::span<float> buffer, size_t num_parameters,
+                                   spec::BucketPlan plan)
+    : collective_(collective),
+      timeout_(timeout),
+      clock_(clock),
+      buffer_(buffer),
+      n_(num_parameters),
+      plan_(std::move(plan)),
+      units_(plan_.buckets.size() + 1) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+OverlappedReduce::~OverlappedReduce() {
+  Abandon();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void OverlappedReduce::BeginStep() {
+  absl::MutexLock lock(&mu_);
+  released_ = 0;
+  done_ = 0;
+  busy_accumulated_ = 0.0;
+  status_ = absl::OkStatus();
+  released_here_ = 0;
+}
+
+void OverlappedReduce::Release(size_t units) {
+  if (units <= released_here_) return;
+  released_here_ = units;
+  absl::MutexLock lock(&mu_);
+  released_ = units;
+}
+
+void OverlappedReduce::StepDone(size_t step) {
+  if (step < plan_.ready_after_step.size()) Release(plan_.ready_after_step[step]);
+}
+
+bool OverlappedReduce::Settled() const {
+  return !busy_ && (done_ == released_ || !status_.ok());
+}
+
+absl::Status OverlappedReduce::Finish() {
+  const absl::Time start = clock_.Now();
+  Release(units_);
+  absl::MutexLock lock(&mu_);
+  // Every call left has the collective's own timeout; one more covers the
+  // thread's scheduling.
+  const absl::Duration limit = timeout_ * static_cast<double>(2 * (units_ - done_) + 2);
+  const auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return done_ == units_ || !status_.ok();
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&finished), limit)) {
+    status_ = absl::DeadlineExceededError(absl::StrCat(
+        "the bucketed all-reduce did not finish within ", absl::FormatDuration(limit)));
+    collective_.Abort();
+  }
+  busy_seconds_ = busy_accumulated_;
+  wait_seconds_ = absl::ToDoubleSeconds(clock_.Now() - start);
+  return status_;
+}
+
+void OverlappedReduce::Abandon() {
+  absl::MutexLock lock(&mu_);
+  // Nothing in flight and nothing waiting: the step either finished or
+  // failed before any bucket went (the peers then fail on their own
+  // deadline, as they would for a single all-reduce).
+  if (Settled()) return;
+  // A call in flight: this rank cannot finish the step, so the call ends at
+  // once (Aborted) and the thread goes idle.
+  if (status_.ok()) status_ = absl::AbortedError("the step was abandoned mid-reduction");
+  collective_.Abort();
+  const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; };
+  mu_.AwaitWithTimeout(absl::Condition(&idle), 2 * timeout_);
+}
+
+absl::Status OverlappedReduce::ReduceUnit(size_t unit) {
+  if (unit == plan_.buckets.size()) {
+    // The tail: the state and the control word staged by BeginReduce.
+    return collective_.AllReduceSum(buffer_.subspan(2 * n_), timeout_);
+  }
+  const spec::Bucket& b = plan_.buckets[unit];
+  const size_t count = b.end - b.begin;
+  if (auto st = collective_.AllReduceSum(buffer_.subspan(b.begin, count), timeout_); !st.ok()) {
+    return st;
+  }
+  return collective_.AllReduceSum(buffer_.subspan(n_ + b.begin, count), timeout_);
+}
+
+void OverlappedReduce::Run() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    const auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_ || (status_.ok() && done_ < released_);
+    };
+    mu_.Await(absl::Condition(&work));
+    if (stop_) return;
+    const size_t unit = done_;
+    busy_ = true;
+    mu_.Unlock();
+    const absl::Time start = clock_.Now();
+    absl::Status st = ReduceUnit(unit);
+    const double seconds = absl::ToDoubleSeconds(clock_.Now() - start);
+    mu_.Lock();
+    busy_ = false;
+    busy_accumulated_ += seconds;
+    if (!st.ok()) {
+      if (status_.ok()) status_ = std::move(st);
+      continue;
+    }
+    ++done_;
+  }
+}
+
+}  // namespace tagi

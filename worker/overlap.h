@@ -1,0 +1,96 @@
+// OverlappedReduce: one data-parallel step's all-reduce cut into buckets
+// (spec/buckets.h) that a communication thread reduces while the backward
+// pass is still running.
+//
+// The trainer calls BeginStep before the engine's TrainStep; the engine's
+// backward calls StepDone(step) after each plan step, which releases the
+// buckets that are then final to the thread (in launch order: the last
+// layers first); after TrainStep and BeginReduce (which stages the state
+// and the control word behind the deltas) the trainer calls Finish, which
+// releases the rest (the last bucket and that tail) and waits for all.
+// Each bucket is two AllReduceSum calls (its mu range, its var range), the
+// tail a third, on the thread, in bucket order: every rank makes the same
+// calls in the same order with the same sizes, so the group stays in step
+// and the sums are the same on every replica and run to run.
+//
+// Failures: the first failed call ends the step's reduction; Finish returns
+// its status (Aborted, DeadlineExceeded, ...), exactly what the single
+// all-reduce would have returned. Finish waits at most as long as the calls
+// left could take (each has the collective timeout) plus a margin, then
+// aborts the collective. Abandon (a step that failed before Finish) aborts
+// the collective and waits for the thread to stop.
+//
+// No allocation and no thread creation per step: the thread lives as long
+// as the object. BeginStep, StepDone, Finish and Abandon are called from
+// the thread that drives the engine.
+#ifndef TAGI_WORKER_OVERLAP_H_
+#define TAGI_WORKER_OVERLAP_H_
+
+#include <cstddef>
+#include <span>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "spec/buckets.h"
+#include "worker/collective/collective.h"
+
+namespace tagi {
+
+class OverlappedReduce {
+ public:
+  // `buffer`: [mu of N][var of N][tail]; the buckets cut [0, N) of each
+  // half. REQUIRES: the plan has at least one bucket; collective, clock and
+  // buffer outlive the object.
+  OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
+                   std::span<float> buffer, size_t num_parameters, spec::BucketPlan plan);
+  ~OverlappedReduce();
+  OverlappedReduce(const OverlappedReduce&) = delete;
+  OverlappedReduce& operator=(const OverlappedReduce&) = delete;
+
+  size_t num_buckets() const { return plan_.buckets.size(); }
+
+  void BeginStep();
+  void StepDone(size_t step);
+  absl::Status Finish();
+  void Abandon();
+
+  // Of the last Finish: the seconds the thread spent in the collective, and
+  // the seconds Finish waited (the all-reduce time the backward did not
+  // hide).
+  double busy_seconds() const { return busy_seconds_; }
+  double wait_seconds() const { return wait_seconds_; }
+
+ private:
+  void Run();
+  absl::Status ReduceUnit(size_t unit);
+  void Release(size_t units);
+  bool Settled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Collective& collective_;
+  const absl::Duration timeout_;
+  Clock& clock_;
+  const std::span<float> buffer_;
+  const size_t n_;
+  const spec::BucketPlan plan_;
+  const size_t units_;  // the buckets and the tail
+  size_t released_here_ = 0;  // the driving thread's copy of released_
+  double busy_seconds_ = 0.0;
+  double wait_seconds_ = 0.0;
+
+  mutable absl::Mutex mu_;
+  size_t released_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the thread is in a collective call
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  double busy_accumulated_ ABSL_GUARDED_BY(mu_) = 0.0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace tagi
+
+#endif  // TAGI_WORKER_OVERLAP_H_
