@@ -160,10 +160,15 @@ std::string JobDetails(const tagi::v1::Job& j) {
   if (p.total_steps() > 0) {
     absl::StrAppendFormat(&out,
                           "progress   step %d/%d  %s samples/s  step %.2f ms  all-reduce %.2f ms "
-                          "(%d bytes)\n",
+                          "(%d bytes%s)\n",
                           p.global_step(), p.total_steps(), HumanCount(p.samples_per_second()),
                           1e3 * p.step_seconds(), 1e3 * p.allreduce_seconds(),
-                          p.allreduce_bytes());
+                          p.allreduce_bytes(),
+                          p.allreduce_buckets() > 1
+                              ? absl::StrFormat(" in %d buckets, %.2f ms not overlapped",
+                                                p.allreduce_buckets(),
+                                                1e3 * p.allreduce_wait_seconds())
+                              : "");
   }
   const bool classification = j.spec().head().has_classification();
   for (const auto& e : p.epochs()) {

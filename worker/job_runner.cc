@@ -530,6 +530,8 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
       progress.set_step_seconds(trainer.last_step().step_seconds);
       progress.set_allreduce_seconds(trainer.last_step().allreduce_seconds);
       progress.set_allreduce_bytes(trainer.last_step().allreduce_bytes);
+      progress.set_allreduce_wait_seconds(trainer.last_step().allreduce_wait_seconds);
+      progress.set_allreduce_buckets(static_cast<uint32_t>(trainer.last_step().buckets));
       if (snapshots.has_value() && interval > 0 && done < to_do &&
           at.global_step % interval == 0) {
         OfferSnapshot(*snapshots, a, *model, at);

@@ -95,6 +95,7 @@ struct WorkerMetricsState {
     Gauge* samples_per_second = nullptr;
     Histogram* compute = nullptr;
     Histogram* allreduce = nullptr;
+    Histogram* allreduce_wait = nullptr;
     Counter* allreduce_bytes = nullptr;
     Counter* steps = nullptr;
     Gauge* epoch = nullptr;
@@ -108,12 +109,19 @@ struct WorkerMetricsState {
                                        "current epoch.")),
         compute(prometheus::BuildHistogram()
                     .Name("tagi_worker_step_compute_seconds")
-                    .Help("Time of each training step without its all-reduce.")
+                    .Help("Time of each training step without the part of its all-reduce "
+                          "it waited for.")
                     .Register(*registry)),
         allreduce(prometheus::BuildHistogram()
                       .Name("tagi_worker_step_allreduce_seconds")
-                      .Help("Time of each step's all-reduce of the packed deltas.")
+                      .Help("Time of each step's all-reduce of the packed deltas (with "
+                            "buckets: in the collective, partly behind the backward pass).")
                       .Register(*registry)),
+        allreduce_wait(prometheus::BuildHistogram()
+                           .Name("tagi_worker_step_allreduce_wait_seconds")
+                           .Help("The part of each step's all-reduce the step waited for "
+                                 "after its backward pass (not hidden by the overlap).")
+                           .Register(*registry)),
         allreduce_bytes(prometheus::BuildCounter()
                             .Name("tagi_worker_allreduce_bytes_total")
                             .Help("Bytes all-reduced by this rank (its buffer size per call).")
@@ -142,6 +150,7 @@ struct WorkerMetricsState {
     Drop(samples_per_second, series.samples_per_second);
     Drop(compute, series.compute);
     Drop(allreduce, series.allreduce);
+    Drop(allreduce_wait, series.allreduce_wait);
     Drop(allreduce_bytes, series.allreduce_bytes);
     Drop(steps, series.steps);
     Drop(epoch, series.epoch);
@@ -156,6 +165,7 @@ struct WorkerMetricsState {
   Family<Gauge>& samples_per_second;
   Family<Histogram>& compute;
   Family<Histogram>& allreduce;
+  Family<Histogram>& allreduce_wait;
   Family<Counter>& allreduce_bytes;
   Family<Counter>& steps;
   Family<Gauge>& epoch;
@@ -180,6 +190,7 @@ void WorkerMetrics::StartJob(const std::string& job, uint32_t rank, const std::s
   s.series.samples_per_second = &s.samples_per_second.Add(s.labels);
   s.series.compute = &s.compute.Add(s.labels, kStepBuckets);
   s.series.allreduce = &s.allreduce.Add(s.labels, kStepBuckets);
+  s.series.allreduce_wait = &s.allreduce_wait.Add(s.labels, kStepBuckets);
   s.series.allreduce_bytes = &s.allreduce_bytes.Add(s.labels);
   s.series.steps = &s.steps.Add(s.labels);
   s.series.epoch = &s.epoch.Add(s.labels);
@@ -190,8 +201,9 @@ void WorkerMetrics::RecordStep(const StepTimings& step, double samples_per_secon
   absl::MutexLock lock(&s.mu);
   if (s.series.steps == nullptr) return;
   s.series.samples_per_second->Set(samples_per_second);
-  s.series.compute->Observe(std::max(0.0, step.step_seconds - step.allreduce_seconds));
+  s.series.compute->Observe(std::max(0.0, step.step_seconds - step.allreduce_wait_seconds));
   s.series.allreduce->Observe(step.allreduce_seconds);
+  s.series.allreduce_wait->Observe(step.allreduce_wait_seconds);
   s.series.allreduce_bytes->Increment(static_cast<double>(step.allreduce_bytes));
   s.series.steps->Increment();
 }

@@ -172,7 +172,12 @@ TEST(WorkerMetrics, RecordsStepsAndEpochsUnderTheJobsLabels) {
   EXPECT_EQ(Value(metrics.Scrape(), "tagi_worker_epoch" + labels), 0);
   EXPECT_FALSE(Value(metrics.Scrape(), "tagi_worker_test_accuracy" + labels).has_value());
 
-  StepTimings step{.step_seconds = 0.004, .allreduce_seconds = 0.001, .allreduce_bytes = 1000};
+  // An overlapped step: 3 ms in the collective, of which 1 ms was waited
+  // for after the backward.
+  StepTimings step{.step_seconds = 0.004,
+                   .allreduce_seconds = 0.003,
+                   .allreduce_wait_seconds = 0.001,
+                   .allreduce_bytes = 1000};
   metrics.RecordStep(step, 500.0);
   metrics.RecordStep(step, 600.0);
   EpochMetrics epoch;
@@ -196,7 +201,8 @@ TEST(WorkerMetrics, RecordsStepsAndEpochsUnderTheJobsLabels) {
   EXPECT_EQ(Value(s, "tagi_worker_samples_per_second" + labels), 600);
   EXPECT_EQ(Value(s, "tagi_worker_step_compute_seconds_count" + labels), 2);
   EXPECT_NEAR(*Value(s, "tagi_worker_step_compute_seconds_sum" + labels), 0.006, 1e-12);
-  EXPECT_NEAR(*Value(s, "tagi_worker_step_allreduce_seconds_sum" + labels), 0.002, 1e-12);
+  EXPECT_NEAR(*Value(s, "tagi_worker_step_allreduce_seconds_sum" + labels), 0.006, 1e-12);
+  EXPECT_NEAR(*Value(s, "tagi_worker_step_allreduce_wait_seconds_sum" + labels), 0.002, 1e-12);
   EXPECT_EQ(Value(s, "tagi_worker_epoch" + labels), 1);
   EXPECT_EQ(Value(s, "tagi_worker_test_accuracy" + labels), 0.85);
   EXPECT_EQ(Value(s, "tagi_worker_train_accuracy" + labels), 0.8);
