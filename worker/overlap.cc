@@ -8,14 +8,15 @@ namespace tagi {
 
 OverlappedReduce::OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
                                    std::span<float> buffer, size_t num_parameters,
-                                   spec::BucketPlan plan)
+                                   spec::BucketPlan plan, WirePrecision wire)
     : collective_(collective),
       timeout_(timeout),
       clock_(clock),
       buffer_(buffer),
       n_(num_parameters),
       plan_(std::move(plan)),
-      units_(plan_.buckets.size() + 1) {
+      units_(plan_.buckets.size() + 1),
+      wire_(wire) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -93,10 +94,11 @@ absl::Status OverlappedReduce::ReduceUnit(size_t unit) {
   }
   const spec::Bucket& b = plan_.buckets[unit];
   const size_t count = b.end - b.begin;
-  if (auto st = collective_.AllReduceSum(buffer_.subspan(b.begin, count), timeout_); !st.ok()) {
+  if (auto st = collective_.AllReduceSumOnWire(buffer_.subspan(b.begin, count), wire_, timeout_);
+      !st.ok()) {
     return st;
   }
-  return collective_.AllReduceSum(buffer_.subspan(n_ + b.begin, count), timeout_);
+  return collective_.AllReduceSumOnWire(buffer_.subspan(n_ + b.begin, count), wire_, timeout_);
 }
 
 void OverlappedReduce::Run() {

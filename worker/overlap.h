@@ -8,8 +8,9 @@
 // layers first); after TrainStep and BeginReduce (which stages the state
 // and the control word behind the deltas) the trainer calls Finish, which
 // releases the rest (the last bucket and that tail) and waits for all.
-// Each bucket is two AllReduceSum calls (its mu range, its var range), the
-// tail a third, on the thread, in bucket order: every rank makes the same
+// Each bucket is two all-reduce calls (its mu range, its var range, in the
+// job's wire precision), the tail a third (FP32), on the thread, in bucket
+// order: every rank makes the same
 // calls in the same order with the same sizes, so the group stays in step
 // and the sums are the same on every replica and run to run.
 //
@@ -46,7 +47,8 @@ class OverlappedReduce {
   // half. REQUIRES: the plan has at least one bucket; collective, clock and
   // buffer outlive the object.
   OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
-                   std::span<float> buffer, size_t num_parameters, spec::BucketPlan plan);
+                   std::span<float> buffer, size_t num_parameters, spec::BucketPlan plan,
+                   WirePrecision wire = WirePrecision::kFp32);
   ~OverlappedReduce();
   OverlappedReduce(const OverlappedReduce&) = delete;
   OverlappedReduce& operator=(const OverlappedReduce&) = delete;
@@ -77,6 +79,7 @@ class OverlappedReduce {
   const size_t n_;
   const spec::BucketPlan plan_;
   const size_t units_;  // the buckets and the tail
+  const WirePrecision wire_;  // of the deltas; the tail always goes in FP32
   size_t released_here_ = 0;  // the driving thread's copy of released_
   double busy_seconds_ = 0.0;
   double wait_seconds_ = 0.0;

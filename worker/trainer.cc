@@ -246,7 +246,8 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
       world_(options_.collective ? options_.collective->world() : 1),
       sampler_(data.data.train.num_samples, DeriveSeed(spec.seed(), kSamplerStream), world_,
                rank_, spec.batch_size()),
-      cap_factor_(engine::CapFactor(EffectiveCapBatch(spec, world_))) {
+      cap_factor_(engine::CapFactor(EffectiveCapBatch(spec, world_))),
+      wire_(WireFromSpec(spec)) {
   const size_t b = spec.batch_size();
   const auto& train = data.data.train;
   const spec::Shape& input = model_.architecture().input;
@@ -286,12 +287,25 @@ void Trainer::SetUpOverlap() {
   auto plan = spec::MakePlan(model_.architecture(), {1, 1});
   if (!plan.ok()) return;
   spec::BucketPlan buckets = spec::PlanBuckets(*plan, BucketBytes(spec_));
-  if (buckets.buckets.size() < 2) return;
+  if (buckets.buckets.empty()) return;
+  if (buckets.buckets.size() < 2 && wire_ == WirePrecision::kFp32) return;
   auto buffer = model_.SetBackwardObserver([this](size_t step) { overlap_->StepDone(step); });
   if (!buffer.ok()) return;  // the engine reduces after its backward only
   overlap_ = std::make_unique<OverlappedReduce>(*options_.collective,
                                                 options_.collective_timeout, clock_, *buffer,
-                                                model_.num_parameters(), std::move(buckets));
+                                                model_.num_parameters(), std::move(buckets),
+                                                wire_);
+}
+
+WirePrecision WireFromSpec(const tagi::v1::JobSpec& spec) {
+  switch (spec.wire_precision()) {
+    case tagi::v1::JobSpec::BF16:
+      return WirePrecision::kBf16;
+    case tagi::v1::JobSpec::FP16:
+      return WirePrecision::kFp16;
+    default:
+      return WirePrecision::kFp32;
+  }
 }
 
 void Trainer::GatherBatch(uint64_t epoch, size_t offset) {
@@ -317,6 +331,18 @@ void Trainer::GatherBatch(uint64_t epoch, size_t offset) {
   }
 }
 
+absl::Status Trainer::ReduceAfterBackward(std::span<float> buffer) {
+  Collective& c = *options_.collective;
+  const absl::Duration timeout = options_.collective_timeout;
+  if (wire_ == WirePrecision::kFp32) return c.AllReduceSum(buffer, timeout);
+  // A 16-bit wire carries the deltas only (each half with its own FP16
+  // scale); the state and the control word go in FP32.
+  const size_t n = model_.num_parameters();
+  TAGI_RETURN_IF_ERROR(c.AllReduceSumOnWire(buffer.subspan(0, n), wire_, timeout));
+  TAGI_RETURN_IF_ERROR(c.AllReduceSumOnWire(buffer.subspan(n, n), wire_, timeout));
+  return c.AllReduceSum(buffer.subspan(2 * n), timeout);
+}
+
 absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
   const bool device = overlap_ == nullptr && options_.collective->AcceptsDeviceMemory();
   TAGI_ASSIGN_OR_RETURN(const std::span<float> buffer,
@@ -330,10 +356,7 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
     timings_.buckets = overlap_->num_buckets();
   } else {
     const absl::Time start = clock_.Now();
-    if (auto st = options_.collective->AllReduceSum(buffer, options_.collective_timeout);
-        !st.ok()) {
-      return st;
-    }
+    if (auto st = ReduceAfterBackward(buffer); !st.ok()) return st;
     timings_.allreduce_seconds = absl::ToDoubleSeconds(clock_.Now() - start);
     timings_.allreduce_wait_seconds = timings_.allreduce_seconds;
     timings_.buckets = 1;

@@ -160,9 +160,12 @@ class Trainer {
  private:
   void GatherBatch(uint64_t epoch, size_t offset);
   absl::Status Reduce(bool stop_vote, bool* stop_agreed);
-  // Buckets of the job's bucket_kib when there are several, the world has
-  // more than one rank and the engine hands out its deltas during the
-  // backward; else none (one all-reduce after the backward).
+  // The step's all-reduce in one go, after the backward (no overlap).
+  absl::Status ReduceAfterBackward(std::span<float> buffer);
+  // Buckets of the job's bucket_kib when there are several (or the wire is
+  // 16-bit), the world has more than one rank and the engine hands out its
+  // deltas during the backward; else none (the all-reduce after the
+  // backward).
   void SetUpOverlap();
 
   const tagi::v1::JobSpec& spec_;
@@ -187,8 +190,12 @@ class Trainer {
   std::vector<float> targets_;
   std::vector<float> probs_;
   size_t correct_ = 0;  // training predictions of the running epoch
+  const WirePrecision wire_;
   std::unique_ptr<OverlappedReduce> overlap_;
 };
+
+// The job's wire precision for the deltas (FP32 when unset).
+WirePrecision WireFromSpec(const tagi::v1::JobSpec& spec);
 
 // The model's initialisation options from the job (method and gains).
 engine::InitOptions InitOptionsFromSpec(const tagi::v1::JobSpec& spec);

@@ -129,6 +129,82 @@ TEST_F(RingTest, RanksAgreeBitForBitOnInexactSums) {
   }
 }
 
+// 16-bit wires: every rank ends with the same bits, within the format's
+// rounding of the exact sum (each element is rounded once per hop and once
+// at the end, and added in float); a NaN reaches every rank's sum; a rank
+// on another wire format is refused from the call header.
+TEST_F(RingTest, SixteenBitWiresAgreeBitForBitWithinTheirRounding) {
+  for (const auto wire : {WirePrecision::kBf16, WirePrecision::kFp16}) {
+    for (int world : {2, 3, 4}) {
+      SCOPED_TRACE(absl::StrCat(WirePrecisionName(wire), " world ", world));
+      Members members =
+          Connect(world, absl::StrCat(WirePrecisionName(wire), "/world", world, "/"));
+      ASSERT_EQ(members.size(), static_cast<size_t>(world));
+      const size_t n = 100003;
+      // Magnitudes over six decades, both signs.
+      auto value = [](int r, size_t i) {
+        return std::sin(0.37f * i + r) * std::pow(10.0f, static_cast<float>(i % 7) - 6.0f);
+      };
+      std::vector<std::vector<float>> data(members.size(), std::vector<float>(n));
+      std::vector<absl::Status> status(members.size());
+      RunRanks(world, [&](int r) {
+        for (size_t i = 0; i < n; ++i) data[r][i] = value(r, i);
+        status[r] = members[r]->AllReduceSumOnWire(data[r], wire, kLong);
+      });
+      // Relative error of one rounding, and world of them in a row.
+      const double unit = wire == WirePrecision::kBf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      size_t outside = 0;
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(status[r].ok()) << status[r];
+        EXPECT_EQ(0, std::memcmp(data[r].data(), data[0].data(), n * sizeof(float))) << r;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        double exact = 0.0, magnitude = 0.0;
+        for (int r = 0; r < world; ++r) {
+          exact += value(r, i);
+          magnitude += std::abs(value(r, i));
+        }
+        // FP16's scale follows the largest value (1e0), so values of 1e-6
+        // sit near its subnormals: allow their absolute floor as well.
+        const double floor = wire == WirePrecision::kFp16 ? world * std::ldexp(1.0, -24) : 0.0;
+        if (std::abs(data[0][i] - exact) > world * unit * magnitude + floor) ++outside;
+      }
+      EXPECT_EQ(outside, 0u);
+    }
+  }
+}
+
+TEST_F(RingTest, SixteenBitWiresCarryANaNAndRefuseAnotherFormat) {
+  Members members = Connect(3);
+  ASSERT_EQ(members.size(), 3u);
+  for (const auto wire : {WirePrecision::kBf16, WirePrecision::kFp16}) {
+    std::vector<std::vector<float>> data(3, std::vector<float>(100, 1.0f));
+    data[1][42] = std::nanf("");
+    std::vector<absl::Status> status(3);
+    RunRanks(3, [&](int r) { status[r] = members[r]->AllReduceSumOnWire(data[r], wire, kLong); });
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(status[r].ok()) << status[r];
+      EXPECT_TRUE(std::isnan(data[r][42])) << r;
+      EXPECT_EQ(data[r][0], 3.0f);
+    }
+  }
+  Members mixed = Connect(2, "mixed/");
+  ASSERT_EQ(mixed.size(), 2u);
+  std::vector<std::vector<float>> data(2, std::vector<float>(64, 1.0f));
+  std::vector<absl::Status> status(2);
+  const absl::Time start = absl::Now();
+  RunRanks(2, [&](int r) {
+    status[r] = mixed[r]->AllReduceSumOnWire(
+        data[r], r == 0 ? WirePrecision::kBf16 : WirePrecision::kFp32, kLong);
+  });
+  EXPECT_LT(absl::Now() - start, kPrompt);
+  EXPECT_FALSE(status[0].ok() || status[1].ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(status[0]) || absl::IsFailedPrecondition(status[1]))
+      << status[0] << " / " << status[1];
+  const std::string why = std::string(status[0].message()) + std::string(status[1].message());
+  EXPECT_NE(why.find("wire format"), std::string::npos) << why;
+}
+
 TEST_F(RingTest, BroadcastCopiesEachRootToEveryRank) {
   for (int world : {2, 3, 4}) {
     Members members = Connect(world, absl::StrCat("world", world, "/"));

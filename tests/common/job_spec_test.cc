@@ -491,6 +491,31 @@ TEST(JobSpec, BucketSizeMustLieBetweenOneKibAndTheDeltaArena) {
   }
 }
 
+// wire_precision: 16-bit formats need the TCP ring (the cpu default);
+// Gloo, NCCL and cuda devices on the automatic backend are refused naming
+// the field; an unknown number is refused.
+TEST(JobSpec, SixteenBitWiresNeedTheTcpRing) {
+  for (const auto wire : {JobSpec::BF16, JobSpec::FP16}) {
+    JobSpec spec = ValidSpec();
+    spec.set_wire_precision(wire);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+    spec.set_backend(JobSpec::TCP_RING);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+    spec.set_backend(JobSpec::GLOO);
+    EXPECT_THAT(Problems(spec), AllOf(HasSubstr("wire_precision"), HasSubstr("TCP_RING"),
+                                      HasSubstr("GLOO")));
+    spec.set_backend(JobSpec::BACKEND_UNSPECIFIED);
+    spec.set_device("cuda:0");
+    EXPECT_THAT(Problems(spec), HasSubstr("wire_precision"));
+  }
+  JobSpec spec = ValidSpec();
+  auto patch = ParseJobSpecJson(R"({"wirePrecision": 9})");
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  spec.MergeFrom(*patch);
+  EXPECT_THAT(Problems(spec), HasSubstr("wire_precision: 9 is unknown"));
+  EXPECT_FALSE(ParseJobSpecJson(R"({"wirePrecision": "FP8"})").ok());
+}
+
 TEST(JobSpec, WorldSizeAboveTheLimitIsRefused) {
   JobSpec spec = ValidSpec();
   spec.set_world_size(kMaxWorldSize + 1);

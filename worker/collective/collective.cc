@@ -4,6 +4,14 @@
 
 namespace tagi {
 
+absl::Status Collective::AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
+                                            absl::Duration timeout) {
+  if (wire == WirePrecision::kFp32) return AllReduceSum(data, timeout);
+  return absl::UnimplementedError(absl::StrFormat(
+      "this collective backend reduces in FP32 only; a %s wire needs the TCP ring",
+      WirePrecisionName(wire)));
+}
+
 absl::Status ValidateGroupArgs(const char* backend, int rank, int world,
                                const GroupOptions& options) {
   if (world < 1 || rank < 0 || rank >= world) {

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "worker/collective/wire_precision.h"
 
 namespace tagi {
 
@@ -27,6 +28,12 @@ class Collective {
   virtual int world() const = 0;
   // Element-wise sum over all ranks, in place.
   virtual absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) = 0;
+  // AllReduceSum with the values rounded to `wire` while they travel
+  // (wire_precision.h: float accumulation, the same bits on every rank).
+  // kFp32 is AllReduceSum; backends without 16-bit wires return
+  // Unimplemented (and stay usable).
+  virtual absl::Status AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
+                                          absl::Duration timeout);
   // Copies root's data to every rank.
   virtual absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) = 0;
   virtual absl::Status Barrier(absl::Duration timeout) = 0;

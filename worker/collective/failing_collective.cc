@@ -36,6 +36,12 @@ absl::Status FailingCollective::AllReduceSum(std::span<float> data, absl::Durati
   return Record(inner_->AllReduceSum(data, timeout));
 }
 
+absl::Status FailingCollective::AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
+                                                  absl::Duration timeout) {
+  if (auto st = Admit(); !st.ok()) return st;
+  return Record(inner_->AllReduceSumOnWire(data, wire, timeout));
+}
+
 absl::Status FailingCollective::Broadcast(std::span<float> data, int root, absl::Duration timeout) {
   if (auto st = Admit(); !st.ok()) return st;
   return Record(inner_->Broadcast(data, root, timeout));

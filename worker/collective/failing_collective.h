@@ -28,6 +28,8 @@ class FailingCollective final : public Collective {
   int rank() const override { return inner_->rank(); }
   int world() const override { return inner_->world(); }
   absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override;
+  absl::Status AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
+                                  absl::Duration timeout) override;
   absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override;
   absl::Status Barrier(absl::Duration timeout) override;
   void Abort() override;

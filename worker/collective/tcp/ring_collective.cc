@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cerrno>
 #include <cstdint>
 #include <utility>
@@ -46,6 +48,31 @@ class RingCollective final : public Collective {
     return Run("AllReduceSum", timeout);
   }
 
+  // 16-bit wires: the payload travels as codes (wire_precision.h); FP16
+  // first agrees on its scale through a one-float FP32 all-reduce of each
+  // rank's largest magnitude (their sum bounds every partial sum). A bound
+  // that is not finite (a NaN or Inf in some rank's data) makes every rank
+  // send this call in FP32, so the value reaches the sum as it is.
+  absl::Status AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
+                                  absl::Duration timeout) override {
+    if (wire == WirePrecision::kFp32) return AllReduceSum(data, timeout);
+    if (auto st = Usable(); !st.ok() || world_ == 1) return st;
+    const absl::Time deadline = absl::Now() + timeout;
+    float scale = 1.0f;
+    if (wire == WirePrecision::kFp16) {
+      float most = 0.0f;
+      for (const float v : data) most = std::isnan(v) ? v : std::max(most, std::abs(v));
+      bound_[0] = most;
+      if (auto st = AllReduceSum(bound_, timeout); !st.ok()) return st;
+      if (!std::isfinite(bound_[0])) wire = WirePrecision::kFp32;
+      scale = Fp16Scale(bound_[0]);
+    }
+    plan_.Clear(Header(CallHeader::kAllReduceSum, data.size(), 0, wire));
+    plan_.scale = scale;
+    PlanAllReduce(data);
+    return Run("AllReduceSum", deadline - absl::Now());
+  }
+
   absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override {
     if (auto st = Usable(); !st.ok()) return st;
     if (root < 0 || root >= world_) {
@@ -83,12 +110,14 @@ class RingCollective final : public Collective {
   }
 
  private:
-  CallHeader Header(CallHeader::Op op, size_t count, int root) {
+  CallHeader Header(CallHeader::Op op, size_t count, int root,
+                    WirePrecision wire = WirePrecision::kFp32) {
     CallHeader h;
     h.op = op;
     h.seq = seq_++;
     h.count = count;
     h.root = static_cast<uint32_t>(root);
+    h.wire = static_cast<uint32_t>(wire);
     return h;
   }
 
@@ -105,12 +134,15 @@ class RingCollective final : public Collective {
   // world-1 steps this rank holds the full sum of chunk r+1. All-gather:
   // step t receives the finished chunk r-t. What this rank sends is chunk
   // r, then each chunk it received, right after it arrived.
+  // The last reduce-scatter step completes the chunk this rank owns: on a
+  // 16-bit wire it keeps that sum as the wire rounds it.
   void PlanAllReduce(std::span<float> data) {
     plan_.send.push_back(Chunk(data, rank_));
-    plan_.send_ready_at_start = plan_.send.back().count * sizeof(float);
+    plan_.send_ready_at_start = plan_.send.back().count * WireBytes(plan_.wire);
     for (int t = 0; t + 1 < world_; ++t) {
       Segment s = Chunk(data, rank_ - t - 1);
       s.reduce = true;
+      s.keep_rounded = plan_.wire != WirePrecision::kFp32 && t + 2 == world_;
       plan_.recv.push_back(s);
     }
     for (int t = 0; t + 1 < world_; ++t) plan_.recv.push_back(Chunk(data, rank_ - t));
@@ -160,8 +192,9 @@ class RingCollective final : public Collective {
   absl::Status error_;
   uint64_t seq_ = 0;
   Plan plan_;
-  std::vector<float> scratch_;
+  ring_internal::Scratch scratch_;
   std::vector<float> barrier_;
+  float bound_[1] = {0.0f};
 };
 
 }  // namespace

@@ -17,11 +17,9 @@
 namespace tagi::ring_internal {
 namespace {
 
-size_t Bytes(const Segment& s) { return s.count * sizeof(float); }
-
-size_t TotalBytes(const std::vector<Segment>& segments) {
+size_t TotalBytes(const std::vector<Segment>& segments, size_t element) {
   size_t total = 0;
-  for (const Segment& s : segments) total += Bytes(s);
+  for (const Segment& s : segments) total += s.count * element;
   return total;
 }
 
@@ -44,18 +42,30 @@ bool PeerGone(int err) { return err == EPIPE || err == ECONNRESET || err == ECON
 // bytes done in it; zero-length segments are skipped.
 class Mover {
  public:
-  Mover(const Links& links, const Plan& plan, std::vector<float>& scratch)
+  Mover(const Links& links, const Plan& plan, Scratch& scratch)
       : links_(links),
         plan_(plan),
-        scratch_(scratch),
+        narrow_(plan.wire != WirePrecision::kFp32),
+        element_(WireBytes(plan.wire)),
+        inv_scale_(1.0f / plan.scale),
+        scratch_(scratch.recv),
+        stage_(scratch.send),
         header_out_(plan.header.Encode()),
-        send_total_(TotalBytes(plan.send)),
-        recv_total_(TotalBytes(plan.recv)) {
+        send_total_(TotalBytes(plan.send, element_)),
+        recv_total_(TotalBytes(plan.recv, element_)) {
+    // Floats that wait to be added in, or (16-bit wires) every segment's
+    // codes, which wait to be widened.
     size_t need = 0;
     for (const Segment& s : plan.recv) {
-      if (s.reduce) need = std::max(need, s.count);
+      if (s.reduce || narrow_) need = std::max(need, s.count);
     }
+    if (narrow_) need = (need + 1) / 2;
     if (scratch_.size() < need) scratch_.resize(need);
+    if (narrow_) {
+      size_t most = 0;
+      for (const Segment& s : plan.send) most = std::max(most, s.count);
+      if (stage_.size() < most) stage_.resize(most);
+    }
     SkipEmpty(plan_.send, send_seg_, send_off_);
     SkipEmpty(plan_.recv, recv_seg_, recv_off_);
   }
@@ -81,7 +91,9 @@ class Mover {
   }
 
  private:
-  static void SkipEmpty(const std::vector<Segment>& segments, size_t& seg, size_t& off) {
+  size_t Bytes(const Segment& s) const { return s.count * element_; }
+
+  void SkipEmpty(const std::vector<Segment>& segments, size_t& seg, size_t& off) const {
     while (seg < segments.size() && off == Bytes(segments[seg])) {
       ++seg;
       off = 0;
@@ -104,8 +116,20 @@ class Mover {
     const size_t ready = send_ready();
     if (sent_ < ready) {
       const Segment& s = plan_.send[send_seg_];
+      std::byte* base = reinterpret_cast<std::byte*>(s.data);
+      if (narrow_) {
+        // Codes of the segment's ready elements (whole elements: what is
+        // ready is always a multiple of the element size).
+        const size_t segment_ready = std::min(Bytes(s), ready - (sent_ - send_off_)) / element_;
+        if (staged_ < segment_ready) {
+          NarrowTo16(plan_.wire, s.data + staged_, plan_.scale, stage_.data() + staged_,
+                     segment_ready - staged_);
+          staged_ = segment_ready;
+        }
+        base = reinterpret_cast<std::byte*>(stage_.data());
+      }
       const size_t len = std::min({Bytes(s) - send_off_, ready - sent_, kMaxIoBytes});
-      iov[n++] = {reinterpret_cast<std::byte*>(s.data) + send_off_, len};
+      iov[n++] = {base + send_off_, len};
     }
     if (n == 0) return false;
     msghdr msg = {};
@@ -123,7 +147,9 @@ class Mover {
     left -= h;
     send_off_ += left;
     sent_ += left;
+    const size_t seg = send_seg_;
     SkipEmpty(plan_.send, send_seg_, send_off_);
+    if (send_seg_ != seg) staged_ = 0;
     return true;
   }
 
@@ -140,13 +166,28 @@ class Mover {
       return true;
     }
     const Segment& s = plan_.recv[recv_seg_];
-    std::byte* dst = s.reduce ? reinterpret_cast<std::byte*>(scratch_.data())
-                              : reinterpret_cast<std::byte*>(s.data);
+    std::byte* dst = s.reduce || narrow_ ? reinterpret_cast<std::byte*>(scratch_.data())
+                                         : reinterpret_cast<std::byte*>(s.data);
     const ssize_t k = Recv(dst + recv_off_, std::min(Bytes(s) - recv_off_, kMaxIoBytes));
     if (k <= 0) return k == 0 ? absl::StatusOr<bool>(false) : Failure();
     recv_off_ += static_cast<size_t>(k);
     size_t processed = recv_off_;
-    if (s.reduce) {
+    if (narrow_) {
+      // Whole codes only, widened (and added) into the float buffer.
+      const size_t end = recv_off_ / element_;
+      const size_t begin = reduced_ / element_;
+      const uint16_t* codes = reinterpret_cast<const uint16_t*>(scratch_.data()) + begin;
+      if (s.reduce) {
+        WidenAddFrom16(plan_.wire, codes, inv_scale_, s.data + begin, end - begin);
+        if (s.keep_rounded) {
+          RoundThrough16(plan_.wire, plan_.scale, inv_scale_, s.data + begin, end - begin);
+        }
+      } else {
+        WidenFrom16(plan_.wire, codes, inv_scale_, s.data + begin, end - begin);
+      }
+      reduced_ = end * element_;
+      processed = reduced_;
+    } else if (s.reduce) {
       // Whole floats only: a float split across two reads waits for its rest.
       const size_t end = recv_off_ / sizeof(float);
       const size_t begin = reduced_ / sizeof(float);
@@ -222,7 +263,12 @@ class Mover {
 
   const Links& links_;
   const Plan& plan_;
+  const bool narrow_;     // a 16-bit wire
+  const size_t element_;  // bytes per element on the wire
+  const float inv_scale_;
   std::vector<float>& scratch_;
+  std::vector<uint16_t>& stage_;
+  size_t staged_ = 0;  // elements of the current send segment in stage_
   CallHeader::Bytes header_out_;
   CallHeader::Bytes header_in_{};
   const size_t send_total_;
@@ -238,7 +284,7 @@ class Mover {
 
 }  // namespace
 
-absl::Status RunTransfer(const Links& links, const Plan& plan, std::vector<float>& scratch,
+absl::Status RunTransfer(const Links& links, const Plan& plan, Scratch& scratch,
                          absl::Time deadline) {
   Mover mover(links, plan, scratch);
   return mover.Run(deadline);

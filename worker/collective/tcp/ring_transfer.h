@@ -11,8 +11,8 @@
 // and the ring broadcast (forward what arrived), at byte granularity.
 //
 // RunTransfer uses non-blocking sockets and poll() on both links and a
-// wake-up descriptor; it allocates nothing except growing `scratch` (the
-// reusable receive buffer of reducing segments). Not thread-safe.
+// wake-up descriptor; it allocates nothing except growing `scratch`.
+// Not thread-safe.
 #ifndef TAGI_WORKER_COLLECTIVE_TCP_RING_TRANSFER_H_
 #define TAGI_WORKER_COLLECTIVE_TCP_RING_TRANSFER_H_
 
@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "worker/collective/tcp/wire.h"
+#include "worker/collective/wire_precision.h"
 
 namespace tagi::ring_internal {
 
@@ -30,20 +31,37 @@ struct Segment {
   size_t count;
   // Receive only: data[i] = incoming[i] + data[i] instead of overwriting.
   bool reduce = false;
+  // Receive only, 16-bit wires: after the addition, data[i] keeps the
+  // wire's rounding of itself (the final sum this rank then sends on, so
+  // that it holds what every other rank receives).
+  bool keep_rounded = false;
 };
 
 struct Plan {
   CallHeader header;          // sent to the successor, expected from the predecessor
   std::vector<Segment> send;  // to the successor, in order
   std::vector<Segment> recv;  // from the predecessor, in order
-  size_t send_ready_at_start = 0;
+  size_t send_ready_at_start = 0;  // bytes on the wire
+  // The payload's format: floats, or 16-bit codes of value * scale
+  // (wire_precision.h), converted as they are sent and received.
+  WirePrecision wire = WirePrecision::kFp32;
+  float scale = 1.0f;
 
   void Clear(const CallHeader& h) {
     header = h;
     send.clear();
     recv.clear();
     send_ready_at_start = 0;
+    wire = static_cast<WirePrecision>(h.wire);
+    scale = 1.0f;
   }
+};
+
+// Reusable buffers of a rank's calls: received payload waiting to be added
+// in (or widened), and 16-bit codes waiting to be sent. Grown, never shrunk.
+struct Scratch {
+  std::vector<float> recv;
+  std::vector<uint16_t> send;
 };
 
 struct Links {
@@ -61,7 +79,7 @@ struct Links {
 // CallHeader differs from plan.header (the ranks are not making the same
 // call) or the successor sends bytes it never should; Internal for
 // unexpected errors of the OS.
-absl::Status RunTransfer(const Links& links, const Plan& plan, std::vector<float>& scratch,
+absl::Status RunTransfer(const Links& links, const Plan& plan, Scratch& scratch,
                          absl::Time deadline);
 
 }  // namespace tagi::ring_internal

@@ -33,12 +33,14 @@ bool CallHeader::Matches(const Bytes& b, const CallHeader& expected, std::string
   const uint64_t seq = GetU64(&b[8]);
   const uint64_t count = GetU64(&b[16]);
   const uint32_t root = GetU32(&b[24]);
+  const uint32_t wire = GetU32(&b[28]);
   if (op != expected.op || seq != expected.seq || count != expected.count ||
-      root != expected.root) {
+      root != expected.root || wire != expected.wire) {
     *why = absl::StrFormat(
-        "predecessor made call #%u (op %u, %u elements, root %u); this rank made call #%u "
-        "(op %u, %u elements, root %u)",
-        seq, op, count, root, expected.seq, expected.op, expected.count, expected.root);
+        "predecessor made call #%u (op %u, %u elements, root %u, wire format %u); this rank "
+        "made call #%u (op %u, %u elements, root %u, wire format %u)",
+        seq, op, count, root, wire, expected.seq, expected.op, expected.count, expected.root,
+        expected.wire);
     return false;
   }
   return true;

@@ -4,12 +4,12 @@
 // Each connection carries, from the connecting rank (the predecessor) to
 // the accepting rank (the successor):
 //   Hello(kConnect), then per collective call one CallHeader followed by
-//   that call's float payload (host float format; the ranks of a job run
-//   the same build);
+//   that call's payload: floats (host float format; the ranks of a job run
+//   the same build) or, for a 16-bit wire, 16-bit codes (wire_precision.h);
 // and in the other direction only Hello(kAccept). Payload lengths are never
 // read from the wire: both ends derive them from their own call, and the
 // CallHeader lets the receiver check that its predecessor is making the
-// same call (operation, sequence number, element count, root).
+// same call (operation, sequence number, element count, root, wire format).
 #ifndef TAGI_WORKER_COLLECTIVE_TCP_WIRE_H_
 #define TAGI_WORKER_COLLECTIVE_TCP_WIRE_H_
 
@@ -73,6 +73,7 @@ struct CallHeader {
   uint32_t root = 0;
   uint64_t seq = 0;
   uint64_t count = 0;
+  uint32_t wire = 0;  // WirePrecision of the payload
 
   Bytes Encode() const {
     Bytes b{};
@@ -81,6 +82,7 @@ struct CallHeader {
     PutU64(&b[8], seq);
     PutU64(&b[16], count);
     PutU32(&b[24], root);
+    PutU32(&b[28], wire);
     return b;
   }
   static bool Matches(const Bytes& b, const CallHeader& expected, std::string* why);

@@ -1,0 +1,106 @@
+#include "worker/collective/wire_precision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tagi {
+namespace {
+
+uint16_t Bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float FromBf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+}
+
+uint16_t Fp16(float x) {
+  const _Float16 h = static_cast<_Float16>(x);
+  uint16_t u;
+  std::memcpy(&u, &h, sizeof(u));
+  return u;
+}
+
+float FromFp16(uint16_t u) {
+  _Float16 h;
+  std::memcpy(&h, &u, sizeof(h));
+  return static_cast<float>(h);
+}
+
+// The loops, cloned for CPUs with F16C (hardware half conversions; the
+// default clone converts in software). Bit-identical either way: both
+// round to nearest even and keep subnormals.
+__attribute__((target_clones("default", "arch=haswell"))) void NarrowFp16(const float* in,
+                                                                          float scale,
+                                                                          uint16_t* out,
+                                                                          size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = Fp16(in[i] * scale);
+}
+
+__attribute__((target_clones("default", "arch=haswell"))) void WidenFp16(const uint16_t* in,
+                                                                         float inv_scale,
+                                                                         float* out, size_t n,
+                                                                         bool add) {
+  if (add) {
+    for (size_t i = 0; i < n; ++i) out[i] = FromFp16(in[i]) * inv_scale + out[i];
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = FromFp16(in[i]) * inv_scale;
+  }
+}
+
+}  // namespace
+
+const char* WirePrecisionName(WirePrecision wire) {
+  switch (wire) {
+    case WirePrecision::kFp32:
+      return "FP32";
+    case WirePrecision::kBf16:
+      return "BF16";
+    case WirePrecision::kFp16:
+      return "FP16";
+  }
+  return "unknown";
+}
+
+void NarrowTo16(WirePrecision wire, const float* in, float scale, uint16_t* out, size_t n) {
+  if (wire == WirePrecision::kFp16) return NarrowFp16(in, scale, out, n);
+  for (size_t i = 0; i < n; ++i) out[i] = Bf16(in[i]);
+}
+
+void WidenFrom16(WirePrecision wire, const uint16_t* in, float inv_scale, float* out, size_t n) {
+  if (wire == WirePrecision::kFp16) return WidenFp16(in, inv_scale, out, n, false);
+  for (size_t i = 0; i < n; ++i) out[i] = FromBf16(in[i]);
+}
+
+void WidenAddFrom16(WirePrecision wire, const uint16_t* in, float inv_scale, float* out,
+                    size_t n) {
+  if (wire == WirePrecision::kFp16) return WidenFp16(in, inv_scale, out, n, true);
+  for (size_t i = 0; i < n; ++i) out[i] = FromBf16(in[i]) + out[i];
+}
+
+void RoundThrough16(WirePrecision wire, float scale, float inv_scale, float* x, size_t n) {
+  if (wire == WirePrecision::kFp16) {
+    for (size_t i = 0; i < n; ++i) x[i] = FromFp16(Fp16(x[i] * scale)) * inv_scale;
+  } else {
+    for (size_t i = 0; i < n; ++i) x[i] = FromBf16(Bf16(x[i]));
+  }
+}
+
+float Fp16Scale(float bound) {
+  if (!(bound > 0.0f) || !std::isfinite(bound)) return 1.0f;
+  int e = 0;
+  std::frexp(bound, &e);  // bound in [2^(e-1), 2^e)
+  // bound * 2^(15 - e) < 2^15.
+  const int k = std::clamp(15 - e, -100, 100);
+  return std::ldexp(1.0f, k);
+}
+
+}  // namespace tagi
