@@ -44,31 +44,22 @@ std::vector<size_t> ReadyFromAfterStep(const Plan& plan) {
   return ready;
 }
 
-BucketPlan PlanBuckets(const Plan& plan, size_t bucket_bytes) {
-  std::vector<Range> ranges = LayerRanges(plan);
-  std::erase_if(ranges, [](const Range& r) { return r.end == r.begin; });
-  std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.begin > b.begin; });
-  BucketPlan out;
-  size_t end = plan.num_parameters;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const size_t begin = ranges[i].begin;
-    const bool last = i + 1 == ranges.size();
-    if (last) {
-      out.buckets.push_back({0, end});
-    } else if ((end - begin) * kDeltaBytesPerParameter >= bucket_bytes) {
-      out.buckets.push_back({begin, end});
-      end = begin;
-    }
-  }
-  const std::vector<size_t> ready = ReadyFromAfterStep(plan);
-  out.ready_after_step.resize(plan.steps.size());
-  for (size_t s = 0; s < plan.steps.size(); ++s) {
-    size_t n = 0;
-    while (n < out.buckets.size() && out.buckets[n].begin >= ready[s]) ++n;
-    out.ready_after_step[s] = n;
+std::vector<Bucket> PlanBuckets(size_t num_parameters, size_t bucket_bytes) {
+  std::vector<Bucket> out;
+  const size_t per = std::max<size_t>(1, bucket_bytes / kDeltaBytesPerParameter);
+  size_t end = num_parameters;
+  while (end > 0) {
+    const size_t begin = end >= 2 * per ? end - per : 0;
+    out.push_back({begin, end});
+    end = begin;
   }
   return out;
+}
+
+size_t BucketsReady(const std::vector<Bucket>& buckets, size_t ready_from) {
+  size_t n = 0;
+  while (n < buckets.size() && buckets[n].begin >= ready_from) ++n;
+  return n;
 }
 
 }  // namespace tagi::spec

@@ -8,14 +8,14 @@ namespace tagi {
 
 OverlappedReduce::OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
                                    std::span<float> buffer, size_t num_parameters,
-                                   spec::BucketPlan plan, WirePrecision wire)
+                                   std::vector<spec::Bucket> buckets, WirePrecision wire)
     : collective_(collective),
       timeout_(timeout),
       clock_(clock),
       buffer_(buffer),
       n_(num_parameters),
-      plan_(std::move(plan)),
-      units_(plan_.buckets.size() + 1),
+      buckets_(std::move(buckets)),
+      units_(buckets_.size() + 1),
       wire_(wire) {
   thread_ = std::thread([this] { Run(); });
 }
@@ -45,8 +45,10 @@ void OverlappedReduce::Release(size_t units) {
   released_ = units;
 }
 
-void OverlappedReduce::StepDone(size_t step) {
-  if (step < plan_.ready_after_step.size()) Release(plan_.ready_after_step[step]);
+void OverlappedReduce::Ready(size_t ready_from) {
+  size_t n = released_here_;
+  while (n < buckets_.size() && buckets_[n].begin >= ready_from) ++n;
+  Release(n);
 }
 
 bool OverlappedReduce::Settled() const {
@@ -88,11 +90,11 @@ void OverlappedReduce::Abandon() {
 }
 
 absl::Status OverlappedReduce::ReduceUnit(size_t unit) {
-  if (unit == plan_.buckets.size()) {
+  if (unit == buckets_.size()) {
     // The tail: the state and the control word staged by BeginReduce.
     return collective_.AllReduceSum(buffer_.subspan(2 * n_), timeout_);
   }
-  const spec::Bucket& b = plan_.buckets[unit];
+  const spec::Bucket& b = buckets_[unit];
   const size_t count = b.end - b.begin;
   if (auto st = collective_.AllReduceSumOnWire(buffer_.subspan(b.begin, count), wire_, timeout_);
       !st.ok()) {

@@ -3,9 +3,9 @@
 // pass is still running.
 //
 // The trainer calls BeginStep before the engine's TrainStep; the engine's
-// backward calls StepDone(step) after each plan step, which releases the
-// buckets that are then final to the thread (in launch order: the last
-// layers first); after TrainStep and BeginReduce (which stages the state
+// backward calls Ready(ready_from) as its deltas become final, which
+// releases the buckets wholly above ready_from to the thread (in launch
+// order: the last layers first); after TrainStep and BeginReduce (which stages the state
 // and the control word behind the deltas) the trainer calls Finish, which
 // releases the rest (the last bucket and that tail) and waits for all.
 // Each bucket is two all-reduce calls (its mu range, its var range, in the
@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <span>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -44,19 +45,19 @@ namespace tagi {
 class OverlappedReduce {
  public:
   // `buffer`: [mu of N][var of N][tail]; the buckets cut [0, N) of each
-  // half. REQUIRES: the plan has at least one bucket; collective, clock and
-  // buffer outlive the object.
+  // half (spec::PlanBuckets). REQUIRES: at least one bucket; collective,
+  // clock and buffer outlive the object.
   OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
-                   std::span<float> buffer, size_t num_parameters, spec::BucketPlan plan,
-                   WirePrecision wire = WirePrecision::kFp32);
+                   std::span<float> buffer, size_t num_parameters,
+                   std::vector<spec::Bucket> buckets, WirePrecision wire = WirePrecision::kFp32);
   ~OverlappedReduce();
   OverlappedReduce(const OverlappedReduce&) = delete;
   OverlappedReduce& operator=(const OverlappedReduce&) = delete;
 
-  size_t num_buckets() const { return plan_.buckets.size(); }
+  size_t num_buckets() const { return buckets_.size(); }
 
   void BeginStep();
-  void StepDone(size_t step);
+  void Ready(size_t ready_from);
   absl::Status Finish();
   void Abandon();
 
@@ -77,7 +78,7 @@ class OverlappedReduce {
   Clock& clock_;
   const std::span<float> buffer_;
   const size_t n_;
-  const spec::BucketPlan plan_;
+  const std::vector<spec::Bucket> buckets_;
   const size_t units_;  // the buckets and the tail
   const WirePrecision wire_;  // of the deltas; the tail always goes in FP32
   size_t released_here_ = 0;  // the driving thread's copy of released_

@@ -15,7 +15,6 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "spec/buckets.h"
-#include "spec/plan.h"
 #include "worker/engine/engine_factory.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/output.h"
@@ -283,13 +282,12 @@ Trainer::~Trainer() {
 
 void Trainer::SetUpOverlap() {
   if (options_.collective == nullptr || world_ < 2) return;
-  // The parameter layout and the steps do not depend on the batch.
-  auto plan = spec::MakePlan(model_.architecture(), {1, 1});
-  if (!plan.ok()) return;
-  spec::BucketPlan buckets = spec::PlanBuckets(*plan, BucketBytes(spec_));
-  if (buckets.buckets.empty()) return;
-  if (buckets.buckets.size() < 2 && wire_ == WirePrecision::kFp32) return;
-  auto buffer = model_.SetBackwardObserver([this](size_t step) { overlap_->StepDone(step); });
+  std::vector<spec::Bucket> buckets =
+      spec::PlanBuckets(model_.num_parameters(), BucketBytes(spec_));
+  if (buckets.empty()) return;
+  if (buckets.size() < 2 && wire_ == WirePrecision::kFp32) return;
+  auto buffer = model_.SetBackwardObserver(
+      [this](size_t ready_from) { overlap_->Ready(ready_from); });
   if (!buffer.ok()) return;  // the engine reduces after its backward only
   overlap_ = std::make_unique<OverlappedReduce>(*options_.collective,
                                                 options_.collective_timeout, clock_, *buffer,

@@ -45,6 +45,7 @@
 #include "worker/engine/model.h"
 #include "worker/engine/cpu_engine.h"
 #include "worker/trainer.h"
+#include "spec/buckets.h"
 
 namespace tagi {
 namespace {
@@ -632,11 +633,17 @@ TEST(Equivalence, RingAndInProcessGiveBitIdenticalModelsWithTwoRanks) {
 }
 
 // The job with the all-reduce cut into buckets of 1 KiB (128 parameters'
-// deltas): every layer of these small networks is a bucket of its own, or
-// shares one with its neighbours.
+// deltas): a few dozen buckets for these small networks.
 JobSpec Bucketed(JobSpec spec) {
   spec.set_bucket_kib(1);
   return spec;
+}
+
+// The buckets of the job's model at 1 KiB.
+size_t Buckets(const JobSpec& spec) {
+  auto arch = engine::ArchitectureFromJobSpec(spec);
+  EXPECT_TRUE(arch.ok()) << arch.status();
+  return arch.ok() ? spec::PlanBuckets(arch->num_parameters(), 1024).size() : 0;
 }
 
 // With two ranks every element is one addition a + b, however the arena is
@@ -675,7 +682,7 @@ TEST(Equivalence, BucketedRingOfThreeRanksIsDeterministicOnEveryReplica) {
   const auto fake = TrainRanks(Backend::kInProcess, spec, data, kSteps3, three);
   const auto fake_bucketed = TrainRanks(Backend::kInProcess, Bucketed(spec), data, kSteps3, three);
   for (const auto* runs : {&ring, &again, &fake, &fake_bucketed}) ExpectAllOk(*runs, kSteps3);
-  EXPECT_EQ(ring[0].last.buckets, 4u);
+  EXPECT_EQ(ring[0].last.buckets, Buckets(spec));
   EXPECT_EQ(ring[0].params, ring[1].params);
   EXPECT_EQ(ring[0].params, ring[2].params);
   EXPECT_EQ(ring[0].params, again[0].params);
@@ -693,13 +700,14 @@ TEST_P(EquivalenceTest, AFailureMidBucketFailsTheStepOnEveryRankAndAppliesNothin
   const JobSpec spec = Bucketed(Spec(8, JobSpec::SUM, true));
   const auto before = TrainRanks(GetParam(), spec, data_, 2);
   ExpectAllOk(before, 2);
+  // Two calls per bucket and one for the tail; fail the second of step 2.
+  const int calls_per_step = static_cast<int>(2 * Buckets(spec) + 1);
+  const int fail_on = 2 * calls_per_step + 2;
   const absl::Time start = absl::Now();
   const auto runs = TrainRanks(
       GetParam(), spec, data_, 4,
-      {.wrap = [](int r, std::unique_ptr<Collective> member) -> std::unique_ptr<Collective> {
-        // Four buckets and the tail: 9 calls a step; call 20 is the second
-        // of step 2.
-        if (r == 0) return std::make_unique<FailingCollective>(std::move(member), 20);
+      {.wrap = [&](int r, std::unique_ptr<Collective> member) -> std::unique_ptr<Collective> {
+        if (r == 0) return std::make_unique<FailingCollective>(std::move(member), fail_on);
         return member;
       }});
   EXPECT_LT(absl::Now() - start, kTimeout / 2);

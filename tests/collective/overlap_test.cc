@@ -67,16 +67,11 @@ class Recording final : public Collective {
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Ten parameters in two buckets, [6, 10) final after step 1 of 3 and
-// [0, 6) after step 0; a tail of three floats.
+// Ten parameters in two buckets, [6, 10) and [0, 6); a tail of three
+// floats.
 constexpr size_t kParams = 10;
 constexpr size_t kTail = 3;
-spec::BucketPlan TwoBuckets() {
-  spec::BucketPlan plan;
-  plan.buckets = {{6, 10}, {0, 6}};
-  plan.ready_after_step = {2, 1, 0};
-  return plan;
-}
+std::vector<spec::Bucket> TwoBuckets() { return {{6, 10}, {0, 6}}; }
 
 struct Fixture {
   explicit Fixture(int fail_on_call = 0, bool hang = false,
@@ -95,11 +90,13 @@ TEST(OverlappedReduce, ReleasedBucketsGoBeforeFinishInLaunchOrderAndTheTailLast)
   for (int step = 0; step < 2; ++step) {
     const size_t first = f.collective.calls().size();
     f.reduce.BeginStep();
-    f.reduce.StepDone(2);  // nothing final yet
-    f.reduce.StepDone(1);  // [6, 10) is final
+    f.reduce.Ready(10);  // nothing final yet
+    f.reduce.Ready(7);   // part of [6, 10): not yet
+    ASSERT_EQ(f.collective.calls().size(), first);
+    f.reduce.Ready(6);  // [6, 10) is final
     // The thread reduces it while the caller has not finished its backward.
     ASSERT_TRUE(f.collective.WaitForCalls(first + 2));
-    f.reduce.StepDone(0);
+    f.reduce.Ready(0);
     ASSERT_TRUE(f.reduce.Finish().ok());
     const auto calls = f.collective.calls();
     const std::vector<std::pair<size_t, size_t>> expected = {
@@ -115,7 +112,7 @@ TEST(OverlappedReduce, ReleasedBucketsGoBeforeFinishInLaunchOrderAndTheTailLast)
 TEST(OverlappedReduce, AFailedCallEndsTheStepWithItsStatusAndNoLaterCall) {
   Fixture f(/*fail_on_call=*/3);
   f.reduce.BeginStep();
-  for (size_t s = 3; s-- > 0;) f.reduce.StepDone(s);
+  f.reduce.Ready(0);
   const absl::Status st = f.reduce.Finish();
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_EQ(f.collective.calls().size(), 3u);
@@ -136,7 +133,7 @@ TEST(OverlappedReduce, AbandonEndsACallInFlightAndIsANoOpWhenSettled) {
   f.reduce.Abandon();  // nothing released: nothing to do
   EXPECT_FALSE(f.collective.aborted());
   f.reduce.BeginStep();
-  f.reduce.StepDone(1);
+  f.reduce.Ready(6);
   ASSERT_TRUE(f.collective.WaitForCalls(1));
   const absl::Time start = absl::Now();
   f.reduce.Abandon();

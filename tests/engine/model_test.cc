@@ -555,5 +555,55 @@ TEST(ModelClassification, ProbabilitiesOfATrainedNetworkSumToOne) {
   }
 }
 
+// The backward's hand-out of final deltas (Model::SetBackwardObserver):
+// the watermark only falls, reaches 0, moves inside a layer large enough
+// to be computed in blocks (1024 x 1536 weights), and is sound: no delta
+// above a reported watermark changes afterwards. The deltas are the same
+// bits with and without an observer.
+TEST(ModelBackward, HandsOutFinalDeltasInPiecesAndSoundly) {
+  const Architecture arch = Regression({Lin(8, 1024), Act(v1::Layer::RELU), Lin(1024, 1536),
+                                        Act(v1::Layer::RELU), Lin(1536, 2)});
+  const size_t batch = 4;
+  Rng rng(7);
+  const std::vector<float> x = Uniform(rng, batch * 8, -1, 1);
+  const std::vector<float> y = Uniform(rng, batch * 2, -1, 1);
+  auto plain = MakeModel(arch, batch);
+  auto watched = MakeModel(arch, batch);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(watched, nullptr);
+  plain->Initialize(3, {});
+  watched->Initialize(3, {});
+  const size_t n = watched->num_parameters();
+  struct Report {
+    size_t ready_from;
+    std::vector<float> mu, var;  // deltas [ready_from, n) of each half then
+  };
+  std::vector<Report> reports;
+  watched->SetBackwardObserver([&](size_t ready_from) {
+    const auto d = watched->deltas();
+    reports.push_back({ready_from, {d.begin() + ready_from, d.begin() + n},
+                       {d.begin() + n + ready_from, d.end()}});
+  });
+  plain->TrainStepLocal(x.data(), nullptr, y.data(), batch, 1.0f);
+  watched->TrainStepLocal(x.data(), nullptr, y.data(), batch, 1.0f);
+  const auto final_deltas = watched->deltas();
+  ASSERT_TRUE(std::equal(final_deltas.begin(), final_deltas.end(), plain->deltas().begin()));
+  ASSERT_FALSE(reports.empty());
+  EXPECT_EQ(reports.back().ready_from, 0u);
+  const size_t big_begin = 8 * 1024 + 1024;              // the 1024 x 1536 layer's weights
+  const size_t big_end = big_begin + 1024 * 1536 + 1536;  // and biases
+  size_t inside = 0;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const Report& r = reports[i];
+    if (i > 0) EXPECT_LE(r.ready_from, reports[i - 1].ready_from);
+    if (r.ready_from > big_begin && r.ready_from < big_end) ++inside;
+    EXPECT_TRUE(std::equal(r.mu.begin(), r.mu.end(), final_deltas.begin() + r.ready_from))
+        << "a mean delta above " << r.ready_from << " changed after it was reported final";
+    EXPECT_TRUE(std::equal(r.var.begin(), r.var.end(), final_deltas.begin() + n + r.ready_from))
+        << "a variance delta above " << r.ready_from << " changed after it was reported final";
+  }
+  EXPECT_GE(inside, 2u) << "the large layer did not hand out its deltas in pieces";
+}
+
 }  // namespace
 }  // namespace tagi::engine

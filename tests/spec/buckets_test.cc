@@ -28,110 +28,79 @@ size_t StepOf(const Plan& plan, size_t l) {
   return 0;
 }
 
-// The invariants every plan must keep, for any network and size.
-void ExpectSound(const Plan& plan, const BucketPlan& b, size_t bytes) {
-  ASSERT_FALSE(b.buckets.empty());
-  EXPECT_EQ(b.buckets.front().end, plan.num_parameters);
-  EXPECT_EQ(b.buckets.back().begin, 0u);
-  for (size_t k = 0; k < b.buckets.size(); ++k) {
-    const Bucket& bucket = b.buckets[k];
-    EXPECT_LT(bucket.begin, bucket.end) << k;
-    if (k + 1 < b.buckets.size()) {
-      EXPECT_EQ(b.buckets[k + 1].end, bucket.begin) << "a gap or an overlap after bucket " << k;
-      EXPECT_GE((bucket.end - bucket.begin) * kDeltaBytesPerParameter, bytes) << k;
-    }
-  }
-  // Cuts fall on layer boundaries: no layer straddles two buckets.
-  for (const PlannedLayer& layer : plan.layers) {
-    if (layer.num_blocks == 0) continue;
-    const size_t lo = plan.blocks[layer.first_block].offset;
-    const PlannedBlock& last = plan.blocks[layer.first_block + layer.num_blocks - 1];
-    const size_t hi = last.offset + last.spec.count;
-    for (const Bucket& bucket : b.buckets) {
-      EXPECT_FALSE(bucket.begin > lo && bucket.begin < hi) << layer.path << " is cut";
-    }
-  }
-  // Safety: a bucket counted final after step s covers only layers whose
-  // steps are >= s (their backward has run); and every bucket is final at
-  // the end.
-  ASSERT_EQ(b.ready_after_step.size(), plan.steps.size());
-  EXPECT_EQ(b.ready_after_step[0], b.buckets.size());
-  for (size_t s = plan.steps.size(); s-- > 0;) {
-    if (s + 1 < plan.steps.size()) {
-      EXPECT_GE(b.ready_after_step[s], b.ready_after_step[s + 1]);
-    }
-    for (size_t k = 0; k < b.ready_after_step[s]; ++k) {
-      for (size_t l = 0; l < plan.layers.size(); ++l) {
-        const PlannedLayer& layer = plan.layers[l];
-        if (layer.num_blocks == 0) continue;
-        const size_t lo = plan.blocks[layer.first_block].offset;
-        if (lo >= b.buckets[k].begin && lo < b.buckets[k].end) {
-          EXPECT_GE(StepOf(plan, l), s) << "bucket " << k << " holds " << layer.path
-                                        << " before its backward ran (step " << s << ")";
-        }
+TEST(Buckets, FixedSizesFromTheTopAndTheRestBelow) {
+  const size_t per = 128;  // 1 KiB of deltas
+  EXPECT_EQ(PlanBuckets(1000, per * kDeltaBytesPerParameter),
+            (std::vector<Bucket>{{872, 1000}, {744, 872}, {616, 744}, {488, 616}, {360, 488},
+                                 {232, 360}, {0, 232}}));
+  // No runt: the rest joins the last bucket (up to twice the size).
+  EXPECT_EQ(PlanBuckets(256, per * kDeltaBytesPerParameter),
+            (std::vector<Bucket>{{128, 256}, {0, 128}}));
+  EXPECT_EQ(PlanBuckets(255, per * kDeltaBytesPerParameter), (std::vector<Bucket>{{0, 255}}));
+  EXPECT_EQ(PlanBuckets(26, 1 << 30), (std::vector<Bucket>{{0, 26}}));
+  EXPECT_TRUE(PlanBuckets(0, 1024).empty());
+  // A size below one parameter's deltas still makes progress.
+  EXPECT_EQ(PlanBuckets(3, 1), (std::vector<Bucket>{{2, 3}, {1, 2}, {0, 1}}));
+}
+
+TEST(Buckets, PartitionTheArenaForAnySize) {
+  for (size_t n : {1, 2, 7, 1000, 12345}) {
+    for (size_t bytes : {1, 8, 100, 4096, 1 << 20}) {
+      const auto b = PlanBuckets(n, bytes);
+      ASSERT_FALSE(b.empty());
+      EXPECT_EQ(b.front().end, n);
+      EXPECT_EQ(b.back().begin, 0u);
+      for (size_t k = 0; k + 1 < b.size(); ++k) {
+        EXPECT_EQ(b[k + 1].end, b[k].begin);
+        EXPECT_LT(b[k].begin, b[k].end);
       }
     }
   }
 }
 
-TEST(Buckets, ChainCutsAtEveryLayerWhenTheSizeIsSmall) {
-  // Lin(3,4): parameters [0, 16); Lin(4,2): [16, 26).
-  const Plan p = MustPlan(Regression({3, 1, 1}, {Lin(3, 4), Act(), Lin(4, 2)}));
-  const BucketPlan b = PlanBuckets(p, 1);
-  EXPECT_EQ(b.buckets, (std::vector<Bucket>{{16, 26}, {0, 16}}));
-  EXPECT_EQ(b.ready_after_step, (std::vector<size_t>{2, 1, 1}));
-  ExpectSound(p, b, 1);
+TEST(Buckets, ReadyCountsOnlyBucketsWhollyAboveTheWatermark) {
+  const std::vector<Bucket> b = {{20, 30}, {10, 20}, {0, 10}};
+  EXPECT_EQ(BucketsReady(b, 30), 0u);
+  EXPECT_EQ(BucketsReady(b, 21), 0u);
+  EXPECT_EQ(BucketsReady(b, 20), 1u);
+  EXPECT_EQ(BucketsReady(b, 5), 2u);
+  EXPECT_EQ(BucketsReady(b, 0), 3u);
 }
 
-TEST(Buckets, OneBucketWhenTheSizeCoversTheArena) {
-  const Plan p = MustPlan(Regression({3, 1, 1}, {Lin(3, 4), Act(), Lin(4, 2)}));
-  for (size_t bytes : {26 * kDeltaBytesPerParameter, size_t{1} << 30}) {
-    const BucketPlan b = PlanBuckets(p, bytes);
-    EXPECT_EQ(b.buckets, (std::vector<Bucket>{{0, 26}}));
-    EXPECT_EQ(b.ready_after_step, (std::vector<size_t>{1, 0, 0}));
-  }
-}
-
-TEST(Buckets, SmallLayersJoinUntilTheSizeIsReached) {
-  // Four Lin(4,4) of 20 parameters: a size of 30 parameters' deltas puts
-  // two layers in each bucket.
-  const Plan p = MustPlan(
-      Regression({4, 1, 1}, {Lin(4, 4), Act(), Lin(4, 4), Act(), Lin(4, 4), Act(), Lin(4, 4)}));
-  const size_t bytes = 30 * kDeltaBytesPerParameter;
-  const BucketPlan b = PlanBuckets(p, bytes);
-  EXPECT_EQ(b.buckets, (std::vector<Bucket>{{40, 80}, {0, 40}}));
-  ExpectSound(p, b, bytes);
-  // The first bucket goes after the backward of the third linear layer
-  // (step 4), while two layers still wait.
-  EXPECT_EQ(b.ready_after_step[4], 1u);
-  EXPECT_EQ(b.ready_after_step[5], 0u);
-}
-
-TEST(Buckets, ResidualBlocksAreFinalOnlyWhenBothBranchesRan) {
-  const Plan p = MustPlan(Regression(
-      {4, 1, 1}, {Lin(4, 4), Act(),
-                  Res({Lin(4, 4), Act(), Lin(4, 4)}, {Lin(4, 4)}), Act(), Lin(4, 2)}));
-  for (size_t bytes : {size_t{1}, size_t{100}, size_t{200}, size_t{1000}}) {
-    SCOPED_TRACE(bytes);
-    ExpectSound(p, PlanBuckets(p, bytes), bytes);
-  }
-}
-
-TEST(Buckets, ImageNetworksWithParameterlessLayers) {
-  const Plan p = MustPlan(Regression(
-      {1, 8, 8},
-      {Conv(1, 4, 3, 1, 1), BN(), Act(), Max(2, 2),
-       Res({Conv(4, 4, 3, 1, 1, false), BN(), Act(), Conv(4, 4, 3, 1, 1, false), BN()}), Act(),
-       Avg(2, 2), Lin(16, 3)}));
-  for (size_t bytes = 1; bytes < 4 * p.num_parameters * kDeltaBytesPerParameter; bytes *= 3) {
-    SCOPED_TRACE(bytes);
-    ExpectSound(p, PlanBuckets(p, bytes), bytes);
-  }
-}
-
+// The watermark after each backward step: everything above the highest
+// layer still to run.
 TEST(Buckets, ReadyFromFallsToZeroThroughTheBackward) {
   const Plan p = MustPlan(Regression({3, 1, 1}, {Lin(3, 4), Act(), Lin(4, 2)}));
   EXPECT_EQ(ReadyFromAfterStep(p), (std::vector<size_t>{0, 16, 16}));
+}
+
+// A residual block's layers are final only when both branches ran; the
+// watermark never passes a layer whose step has not run, and never rises.
+TEST(Buckets, ReadyFromIsSoundThroughResidualAndImageNetworks) {
+  for (const Architecture& a :
+       {Regression({4, 1, 1}, {Lin(4, 4), Act(), Res({Lin(4, 4), Act(), Lin(4, 4)}, {Lin(4, 4)}),
+                               Act(), Lin(4, 2)}),
+        Regression({1, 8, 8},
+                   {Conv(1, 4, 3, 1, 1), BN(), Act(), Max(2, 2),
+                    Res({Conv(4, 4, 3, 1, 1, false), BN(), Act(), Conv(4, 4, 3, 1, 1, false),
+                         BN()}),
+                    Act(), Avg(2, 2), Lin(16, 3)})}) {
+    const Plan p = MustPlan(a);
+    const std::vector<size_t> ready = ReadyFromAfterStep(p);
+    ASSERT_EQ(ready.size(), p.steps.size());
+    EXPECT_EQ(ready[0], 0u);
+    for (size_t s = 0; s + 1 < ready.size(); ++s) EXPECT_LE(ready[s], ready[s + 1]);
+    for (size_t s = 0; s < p.steps.size(); ++s) {
+      for (size_t l = 0; l < p.layers.size(); ++l) {
+        const PlannedLayer& layer = p.layers[l];
+        if (layer.num_blocks == 0) continue;
+        const size_t lo = p.blocks[layer.first_block].offset;
+        if (lo >= ready[s]) {
+          EXPECT_GE(StepOf(p, l), s) << layer.path << " counted final before its backward ran";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -114,13 +114,13 @@ absl::StatusOr<float> CpuEngine::EndReduce(float scale, float state_scale) {
 }
 
 absl::StatusOr<std::span<float>> CpuEngine::SetBackwardObserver(
-    std::function<void(size_t step)> ready) {
+    std::function<void(size_t ready_from)> ready) {
   model_->SetBackwardObserver(std::move(ready));
   return model_->reduce_buffer();
 }
 
 absl::StatusOr<std::span<float>> Engine::SetBackwardObserver(
-    std::function<void(size_t step)> /*ready*/) {
+    std::function<void(size_t ready_from)> /*ready*/) {
   return absl::UnimplementedError(absl::StrFormat(
       "the %s engine reduces its deltas after the backward pass only", device()));
 }

@@ -109,16 +109,17 @@ class Engine {
   virtual absl::Status CheckReduced() = 0;
 
   // Overlap of the backward with the all-reduce: an engine that can hand
-  // out each layer's deltas as soon as its backward has run calls
-  // `ready(step)` during TrainStep after the backward of each plan step
-  // (reverse order; spec/buckets.h says which deltas are then final) and
-  // returns the buffer BeginReduce will return, in host memory and fixed
-  // for the engine's life. The caller may all-reduce the final parts of its
-  // deltas on another thread meanwhile, and must have finished by
-  // BeginReduce. Unimplemented for engines that cannot (the caller then
-  // reduces after TrainStep); an empty `ready` turns it off.
+  // out its deltas as soon as they are final calls `ready(ready_from)`
+  // during TrainStep's backward, meaning every delta (mu and var) from
+  // parameter index ready_from to the end is final (non-increasing; 0 by
+  // the end; spec/buckets.h), and returns the buffer BeginReduce will
+  // return, in host memory and fixed for the engine's life. The caller may
+  // all-reduce the final parts of its deltas on another thread meanwhile;
+  // the state and control word only after BeginReduce staged them.
+  // Unimplemented for engines that cannot (the caller then reduces after
+  // TrainStep); an empty `ready` turns it off.
   virtual absl::StatusOr<std::span<float>> SetBackwardObserver(
-      std::function<void(size_t step)> ready);
+      std::function<void(size_t ready_from)> ready);
 
   // The capped update with the variance floor (TAGI.md section 7).
   virtual absl::Status ApplyStep(float cap_factor) = 0;

@@ -60,6 +60,11 @@ struct LayerIo {
   float* workspace = nullptr;  // shared by every layer: valid during one call only
   const BatchSync* sync = nullptr;  // training only, when statistics span the replicas
   ThreadTeam* team = nullptr;       // splits elementwise loops (worker/engine/thread_team.h)
+  // Backward only, may be null: a layer that finishes its parameter deltas
+  // in pieces calls it with a pointer into its mu delta blocks; from there
+  // to the end of its blocks every delta (mu and var) is final, so the
+  // all-reduce may take them while the rest of the backward runs.
+  const std::function<void(const float*)>* deltas_final = nullptr;
 };
 
 // Where an engine's arenas begin, in host or device memory alike: the

@@ -44,19 +44,7 @@ void Linear::Backward(const LayerIo& io) {
   const GaussianView w = io.params[0];
   const GaussianView dw = io.deltas[0];
   const GaussianView db = io.deltas[1];
-  // Parameter deltas, summed over the batch against the same prior:
-  // delta_mu_w = var_w * (dmu^T mu_a), delta_var_w = var_w^2 * (dvar^T mu_a^2).
-  Gemm(Trans::kYes, Trans::kNo, out_, in_, batch, dmu, out_, io.in.mu, in_, 0.0f, dw.mu, in_);
-  Gemm(Trans::kYes, Trans::kNo, out_, in_, batch, dvar, out_, io.scratch, in_, 0.0f, dw.var, in_);
-  {
-    const float* __restrict var_w = w.var;
-    float* __restrict dmw = dw.mu;
-    float* __restrict dvw = dw.var;
-    for (size_t i = 0; i < weights(); ++i) {
-      dmw[i] *= var_w[i];
-      dvw[i] *= var_w[i] * var_w[i];
-    }
-  }
+  // The biases (the top of the layer's parameters) first.
   const float* var_b = io.params[1].var;
   for (size_t o = 0; o < out_; ++o) {
     float sum_mu = 0.0f;
@@ -68,12 +56,40 @@ void Linear::Backward(const LayerIo& io) {
     db.mu[o] = var_b[o] * sum_mu;
     db.var[o] = var_b[o] * var_b[o] * sum_var;
   }
+  // Weight deltas, summed over the batch against the same prior:
+  // delta_mu_w = var_w * (dmu^T mu_a), delta_var_w = var_w^2 * (dvar^T mu_a^2).
+  // A large layer computes them in blocks of rows from the last, each
+  // handed out as soon as it is final (the same blocks whether anyone
+  // listens or not, so the bits do not depend on the overlap).
+  const size_t rows = RowsPerDeltaBlock(out_, in_);
+  for (size_t end = out_; end > 0;) {
+    const size_t begin = end > rows ? end - rows : 0;
+    const size_t n = end - begin;
+    float* dmw = dw.mu + begin * in_;
+    float* dvw = dw.var + begin * in_;
+    Gemm(Trans::kYes, Trans::kNo, n, in_, batch, dmu + begin, out_, io.in.mu, in_, 0.0f, dmw,
+         in_);
+    Gemm(Trans::kYes, Trans::kNo, n, in_, batch, dvar + begin, out_, io.scratch, in_, 0.0f, dvw,
+         in_);
+    const float* __restrict var_w = w.var + begin * in_;
+    for (size_t i = 0; i < n * in_; ++i) {
+      dmw[i] *= var_w[i];
+      dvw[i] *= var_w[i] * var_w[i];
+    }
+    if (io.deltas_final != nullptr) (*io.deltas_final)(dmw);
+    end = begin;
+  }
   if (io.delta_in.mu == nullptr) return;
   // Innovations of the input units (only the weight means enter):
   // delta_mu_a = dmu mu_w, delta_var_a = dvar mu_w^2.
   Gemm(Trans::kNo, Trans::kNo, batch, in_, out_, dmu, out_, w.mu, in_, 0.0f, io.delta_in.mu, in_);
   Gemm(Trans::kNo, Trans::kNo, batch, in_, out_, dvar, out_, io.derived, in_, 0.0f,
        io.delta_in.var, in_);
+}
+
+size_t RowsPerDeltaBlock(size_t out, size_t in) {
+  if (out * in < kDeltaBlockSplitWeights) return out;
+  return std::max<size_t>(1, kDeltaBlockWeights / in);
 }
 
 void Linear::ApplyStep(const LayerIo& io, float inv_cap, float variance_floor) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/checksum.h"
+#include "spec/buckets.h"
 #include "worker/engine/activation.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/conv2d.h"
@@ -172,6 +173,23 @@ void Model::TrainStepLocal(const float* x, const int32_t* labels, const float* t
   Backward(batch);
 }
 
+void Model::SetBackwardObserver(std::function<void(size_t ready_from)> observer) {
+  backward_observer_ = std::move(observer);
+  deltas_final_ = nullptr;
+  if (!backward_observer_) return;
+  deltas_final_ = [this](const float* mu) {
+    backward_observer_(static_cast<size_t>(mu - deltas_.data()));
+  };
+  ready_from_ = spec::ReadyFromAfterStep(plan_);
+  layer_end_.assign(plan_.layers.size(), 0);
+  for (size_t l = 0; l < plan_.layers.size(); ++l) {
+    const spec::PlannedLayer& layer = plan_.layers[l];
+    if (layer.num_blocks == 0) continue;
+    const spec::PlannedBlock& last = plan_.blocks[layer.first_block + layer.num_blocks - 1];
+    layer_end_[l] = last.offset + last.spec.count;
+  }
+}
+
 void Model::Backward(size_t batch) {
   for (size_t s = plan_.steps.size(); s-- > 0;) {
     const spec::Step& step = plan_.steps[s];
@@ -187,8 +205,15 @@ void Model::Backward(size_t batch) {
     if (step.op == spec::Step::Op::kLayer) {
       LayerIo io = StepIo(plan_, Bases(), step, batch);
       io.team = team_.get();
-      layers_[static_cast<size_t>(step.layer)]->Backward(io);
-      if (backward_observer_) backward_observer_(s);
+      const size_t layer = static_cast<size_t>(step.layer);
+      // A layer may hand out its deltas in pieces while every layer above
+      // it in the arena is final (the watermark stands at its end).
+      if (backward_observer_) {
+        const size_t before = s + 1 < plan_.steps.size() ? ready_from_[s + 1] : num_parameters();
+        if (before == layer_end_[layer]) io.deltas_final = &deltas_final_;
+      }
+      layers_[layer]->Backward(io);
+      if (backward_observer_) backward_observer_(ready_from_[s]);
       continue;
     }
     // A residual merge passes the innovations of its output unchanged to

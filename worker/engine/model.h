@@ -118,13 +118,12 @@ class Model {
   void SetBatchSync(std::function<absl::Status(std::span<float>)> sum, size_t world);
   absl::Status TakeSyncStatus();
 
-  // Called from TrainStepLocal's backward with the index of each plan step
-  // as soon as its backward has run (steps in reverse order), so a caller
-  // can reduce the deltas that are final (spec/buckets.h) while the rest of
-  // the backward goes on. Empty: none.
-  void SetBackwardObserver(std::function<void(size_t step)> observer) {
-    backward_observer_ = std::move(observer);
-  }
+  // Called from TrainStepLocal's backward, while it runs, with a parameter
+  // index below which the deltas are not all final yet: every delta (mu and
+  // var) from there to the end of the arena is, so a caller can reduce it
+  // (spec/buckets.h) while the rest of the backward goes on. Non-increasing
+  // within a step; 0 by the end. Empty: none.
+  void SetBackwardObserver(std::function<void(size_t ready_from)> observer);
 
   // Classification: class probabilities [batch][K] of the last Forward.
   void ClassProbabilities(size_t batch, float* probs) const;
@@ -153,6 +152,13 @@ class Model {
   std::unique_ptr<ThreadTeam> team_;
   absl::Status sync_status_;
   std::function<void(size_t)> backward_observer_;
+  // What LayerIo::deltas_final calls: the observer, with the index of the
+  // reported delta.
+  std::function<void(const float*)> deltas_final_;
+  // Per plan step: ReadyFromAfterStep; per planned layer: the end of its
+  // parameters.
+  std::vector<size_t> ready_from_;
+  std::vector<size_t> layer_end_;
   // Node probabilities for ClassProbabilities (no allocation per call).
   // mutable: scratch only, ClassProbabilities is logically const.
   mutable std::vector<float> node_scratch_;
