@@ -452,7 +452,9 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   if (!spec.init_from().empty() && !options.data_roots.empty()) {
     TAGI_RETURN_IF_ERROR(data::CheckUnderRoots("init_from", spec.init_from(), options.data_roots));
   }
+  const absl::Time model_start = clock.Now();
   TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, data, spec.batch_size(), device));
+  progress.set_model_seconds(absl::ToDoubleSeconds(clock.Now() - model_start));
 
   const absl::Time group_start = clock.Now();
   CoordinatorStore store(client, a.job_id(), a.generation());

@@ -188,11 +188,23 @@ TEST_F(FaultTest, WorkerKilledAtFiveRandomStepsJobSucceedsWithTheSameModel) {
   }
 }
 
+// The residual MLP with its all-reduce in 16 KiB buckets (about 26 a
+// step, reduced while the backward runs) and BF16 on the wire: a kill lands
+// in the middle of a bucketed step almost surely.
+std::string BucketedJobJson() {
+  std::string json = ResidualJobJson();
+  const std::string anchor = R"("device": "cpu")";
+  json.replace(json.find(anchor), anchor.size(),
+               R"("device": "cpu", "bucketKib": 16, "wirePrecision": "BF16")");
+  return json;
+}
+
 // The kill-and-resume test over the networks above, by name.
 class FaultNetworkTest : public FaultTest, public ::testing::WithParamInterface<std::string> {
  protected:
   static std::string JobJson(const std::string& name) {
-    return name == "cnn" ? CnnJobJson() : ResidualJobJson();
+    if (name == "cnn") return CnnJobJson();
+    return name == "bucketed" ? BucketedJobJson() : ResidualJobJson();
   }
 };
 
@@ -221,7 +233,7 @@ TEST_P(FaultNetworkTest, WorkerKilledMidJobResumesToTheSameModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, FaultNetworkTest,
-                         ::testing::Values("residual", "cnn"),
+                         ::testing::Values("residual", "cnn", "bucketed"),
                          [](const auto& info) { return info.param; });
 
 TEST_F(FaultTest, StoppedWorkerIsDetectedReplacedAndRejoinsIdleAfterSigcont) {
