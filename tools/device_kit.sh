@@ -30,7 +30,7 @@ BINARIES="cuda_test cuda_engine_test nccl_test service_gpu_test gpu_bench gpu_cn
 
 die() { echo "device_kit: $*" >&2; exit 1; }
 
-# KIT_STEPS picks the steps of `run` (default all): tests gpu_bench
+# KIT_STEPS picks the steps of `run` (default all; netbed only when named): tests gpu_bench
 # gpu_cnn_bench pytagi cifar ncu; KIT_TESTS the test binaries.
 want() {
   case " ${KIT_STEPS:-all} " in *" all "* | *" $1 "*) return 0 ;; esac
@@ -187,6 +187,21 @@ run() {
       status=1
     fi
     grep -Ev '^\s*$' "$logs/cifar_run.log" | tail -15
+  fi
+  # The network bench on the GPU machine's CPU cores (not in `all`: ask for
+  # it with KIT_STEPS=netbed): worlds of 2 and 4 CPU workers in network
+  # namespaces, where this machine has the root and the cores for them.
+  if [ -n "${KIT_STEPS:-}" ] && want netbed; then
+    echo "== netbed bench (CPU workers in network namespaces)"
+    if python3 tools/netbed.py probe > "$logs/netbed_probe.log" 2>&1; then
+      nproc; grep -m1 'model name' /proc/cpuinfo || true
+      timeout "${KIT_NETBED_SECONDS:-420}" python3 bench/netbed_bench.py --bin "$bin" \
+        ${KIT_NETBED_ARGS:---networks mlp20m --worlds 2,4 --rates 1gbit,none} \
+        --out "$out/netbed_bench.json" > "$logs/netbed_bench.log" 2>&1 || status=1
+      tail -40 "$logs/netbed_bench.log"
+    else
+      echo "device_kit: no network namespaces here:"; cat "$logs/netbed_probe.log"
+    fi
   fi
   # Where a ResNet18 step's GPU time goes, kernel by kernel (Nsight Compute,
   # one metric, clocks unlocked): after the first steps (cuDNN's algorithm

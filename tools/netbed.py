@@ -630,6 +630,7 @@ def run_job(cluster, job_path, deadline_s=120):
             "rendezvous_seconds": progress.get("rendezvousSeconds"),
             "data_seconds": progress.get("dataSeconds"),
             "group_seconds": progress.get("groupSeconds"),
+            "model_seconds": progress.get("modelSeconds"),
         },
         "per_rank": per_rank,
         "workers_table": workers,

@@ -359,7 +359,10 @@ absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
     timings_.allreduce_wait_seconds = timings_.allreduce_seconds;
     timings_.buckets = 1;
   }
-  timings_.allreduce_bytes = buffer.size_bytes();
+  // Bytes this rank puts into the sum: the deltas at the wire's width.
+  const size_t deltas = 2 * model_.num_parameters();
+  timings_.allreduce_bytes =
+      deltas * WireBytes(wire_) + (buffer.size() - std::min(buffer.size(), deltas)) * sizeof(float);
   // A rank that sends NaN or Inf (broken or rogue) fails the step on every
   // rank alike; the generation ends and nothing of it is applied.
   TAGI_RETURN_IF_ERROR(model_.CheckReduced());
