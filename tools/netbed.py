@@ -488,8 +488,10 @@ def _wait_file(path, proc, what, bed, timeout=20):
 
 class Cluster:
     """A tagi-coordinator in bed.coord_ns and a tagi-worker in each worker
-    namespace, each worker binding and advertising its own bed address for
-    the collective (--host) and serving metrics on it."""
+    namespace, each worker serving metrics on its bed address and binding
+    and advertising for the collective the address it finds towards the
+    coordinator (no --host: what a user gets by default; the test checks it
+    is the bed address)."""
 
     def __init__(self, bed, bin_dir, threads=1, worker_flags=()):
         self.bed = bed
@@ -510,7 +512,7 @@ class Cluster:
             mfile = os.path.join(bed.tmp, f"worker{i + 1}.metrics-port")
             w = bed.popen(bed.worker_ns[i], [
                 self._bin("tagi-worker"), "--coord", self.address,
-                "--host", bed.worker_addr[i], "--threads", str(threads),
+                "--threads", str(threads),
                 "--metrics", f"{bed.worker_addr[i]}:0", "--metrics-port-file", mfile,
                 "--connect-timeout", "20s", "--collective-timeout", "30s", *worker_flags],
                 f"worker{i + 1}")

@@ -23,6 +23,7 @@
 #include "common/job_spec.h"
 #include "common/signals.h"
 #include "worker/agent.h"
+#include "worker/collective/tcp/socket.h"
 #include "worker/data/data_roots.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/cuda/device.h"
@@ -33,8 +34,10 @@ ABSL_FLAG(std::string, device, "cpu",
           "\"cpu\", or \"cuda:N\" to run the CUDA engine on GPU N (NCCL becomes the default "
           "backend of its jobs).");
 ABSL_FLAG(int, threads, 1, "BLAS threads for the CPU engine.");
-ABSL_FLAG(std::string, host, "127.0.0.1",
-          "Address this worker binds and advertises to its peers for the collective.");
+ABSL_FLAG(std::string, host, "",
+          "Address this worker binds and advertises to its peers for the collective. Empty: "
+          "the address of the interface that routes to --coord (127.0.0.1 for a coordinator "
+          "on loopback).");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
           "A collective call that has not completed by then fails the attempt.");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(30),
@@ -90,6 +93,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tagi-worker: --coord \"%s\" is not HOST:PORT\n",
                  opt.coordinator.c_str());
     return 2;
+  }
+  if (opt.runner.host.empty()) {
+    // Peers on other hosts must reach this worker where the coordinator
+    // does: advertise the interface that routes there.
+    auto local = tagi::ring_internal::LocalAddressTowards(opt.coordinator);
+    if (!local.ok()) {
+      std::fprintf(stderr,
+                   "tagi-worker: --host not given and the address towards --coord %s is "
+                   "unknown (%s); pass --host ADDR\n",
+                   opt.coordinator.c_str(), std::string(local.status().message()).c_str());
+      return 2;
+    }
+    opt.runner.host = *local;
   }
   if (auto st = tagi::LoadClientTls(absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
                                     absl::GetFlag(FLAGS_tls_key), opt.security);

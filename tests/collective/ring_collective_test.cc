@@ -479,6 +479,23 @@ TEST_F(RingTest, ASuccessorThatGivesUpAfterItsAcceptEndsTheWaitForThePredecessor
   EXPECT_LT(took, absl::Seconds(5));
 }
 
+// What a worker advertises when not told (--host unset): the address of
+// the interface that routes to the coordinator; bad addresses are refused
+// with the reason.
+TEST(LocalAddressTowards, FindsTheRoutingInterfaceAndRefusesBadAddresses) {
+  auto loop = ring_internal::LocalAddressTowards("127.0.0.1:7070");
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_EQ(*loop, "127.0.0.1");
+  auto other = ring_internal::LocalAddressTowards("127.0.0.5:1");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->rfind("127.", 0), 0u) << *other;
+  for (const char* bad : {"nohostport", "127.0.0.1:0", "127.0.0.1:99999", "no-such-host.invalid:7"}) {
+    EXPECT_EQ(ring_internal::LocalAddressTowards(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 TEST_F(RingTest, BadArgumentsAreInvalidArgument) {
   EXPECT_TRUE(absl::IsInvalidArgument(CreateRingCollective(store_, 2, 2, {}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(CreateRingCollective(store_, 0, 0, {}).status()));

@@ -9,7 +9,7 @@ the real binaries, once per all-reduce backend (TCP_RING, then GLOO):
   2. a bed of tools/netbed.py: the coordinator and each worker in a network
      namespace of its own, joined by a bridge in another, every link shaped
      at 1 Gbit/s each way with htb; each worker binds and advertises its own
-     bed address (--host) for the collective.
+     bed address for the collective (found on its own: no --host).
 
 Both runs must SUCCEED with the same parameter checksum, for each backend.
 The bed's run must also have carried the ring's traffic over the shaped

@@ -153,6 +153,31 @@ absl::Status ParseHostPort(const std::string& address, std::string* host, uint16
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> LocalAddressTowards(const std::string& address) {
+  std::string host;
+  uint16_t port = 0;
+  if (auto st = ParseHostPort(address, &host, &port); !st.ok()) return st;
+  auto resolved = Resolve(host, port);
+  if (!resolved.ok()) return resolved.status();
+  const addrinfo* ai = resolved->get();
+  Fd fd(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("no route to ", address));
+  }
+  sockaddr_storage local = {};
+  socklen_t len = sizeof(local);
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+    return ErrnoStatus(errno, "getsockname");
+  }
+  char name[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&local), len, name, sizeof(name), nullptr,
+                  0, NI_NUMERICHOST) != 0) {
+    return absl::InternalError(absl::StrCat("cannot format the local address towards ", address));
+  }
+  return std::string(name);
+}
+
 absl::StatusOr<Fd> StartConnect(const std::string& address) {
   std::string host;
   uint16_t port = 0;

@@ -51,6 +51,13 @@ absl::StatusOr<Listener> Listen(const std::string& host);
 // Splits "host:port" or "[v6]:port"; InvalidArgument for anything else.
 absl::Status ParseHostPort(const std::string& address, std::string* host, uint16_t* port);
 
+// The numeric address of this host's interface that routes to "host:port"
+// (the source address a connection there would use): what a worker
+// advertises to its peers when it is not told. No packet is sent (a UDP
+// socket is connected, which only looks up the route). InvalidArgument for
+// a malformed or unresolvable address; the OS's error when no route exists.
+absl::StatusOr<std::string> LocalAddressTowards(const std::string& address);
+
 // Starts a non-blocking connect to "host:port"; completion is signalled by
 // POLLOUT and checked with FinishConnect.
 absl::StatusOr<Fd> StartConnect(const std::string& address);
