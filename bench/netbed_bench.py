@@ -165,25 +165,17 @@ def run_tagi(args, job, world, rate, deadline_s):
             flags = ["--data-root", f"/usr/share/datasets,/var/lib/tagi/data,{extra}"] if extra else []
             cluster = netbed.Cluster(bed, args.bin, threads=1, worker_flags=flags)
             cluster.wait_workers()
-            started = time.monotonic()
-            job_id = cluster.ctl("submit", path).stdout.strip()
-            record, timed_out, snap, snap_links = {}, False, None, None
-            while True:
-                r = cluster.ctl("status", job_id, "--json", check=False)
-                if r.returncode == 0:
-                    record = json.loads(r.stdout)
-                    if record.get("state") in netbed.TERMINAL:
-                        break
-                    # After the first step: the start of the measured window.
-                    if snap is None and int(record.get("progress", {}).get("globalStep", 0)) >= 1:
-                        snap = _scrape_all(cluster, job_id)
-                        snap_links = _uploads(bed)
-                if time.monotonic() - started > deadline_s:
-                    timed_out = True
-                    cluster.ctl("cancel", job_id, check=False)
-                    break
-                time.sleep(0.1)
-            wall = time.monotonic() - started
+            window = {}
+
+            def at_first_step(job_id, record):
+                # After the first step: the start of the measured window.
+                if not window and int(record.get("progress", {}).get("globalStep", 0)) >= 1:
+                    window["snap"] = _scrape_all(cluster, job_id)
+                    window["links"] = _uploads(bed)
+
+            job_id, record, timed_out, wall = netbed.submit_and_wait(
+                cluster, path, deadline_s, at_first_step)
+            snap, snap_links = window.get("snap"), window.get("links")
             end = _scrape_all(cluster, job_id)
             end_links = _uploads(bed)
         except BaseException:

@@ -568,11 +568,10 @@ def _metric_sums(text, job_id):
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
-def run_job(cluster, job_path, deadline_s=120):
-    """Submit job_path, wait for it (cancel it at the deadline), return a
-    result dict: state, parameter checksum, accuracy, timings."""
-    bed = cluster.bed
-    cluster.wait_workers()
+def submit_and_wait(cluster, job_path, deadline_s, on_record=None):
+    """Submit job_path and poll its record until it ends, or cancel it at
+    the deadline; on_record(job_id, record) sees every record polled. Returns
+    (job_id, last record, timed_out, wall seconds)."""
     started = time.monotonic()
     job_id = cluster.ctl("submit", os.path.abspath(job_path)).stdout.strip()
     record, timed_out = {}, False
@@ -582,12 +581,22 @@ def run_job(cluster, job_path, deadline_s=120):
             record = json.loads(r.stdout)
             if record.get("state") in TERMINAL:
                 break
+            if on_record is not None:
+                on_record(job_id, record)
         if time.monotonic() - started > deadline_s:
             timed_out = True
             cluster.ctl("cancel", job_id, check=False)
             break
         time.sleep(0.1)
-    wall = time.monotonic() - started
+    return job_id, record, timed_out, time.monotonic() - started
+
+
+def run_job(cluster, job_path, deadline_s=120):
+    """Submit job_path, wait for it (cancel it at the deadline), return a
+    result dict: state, parameter checksum, accuracy, timings."""
+    bed = cluster.bed
+    cluster.wait_workers()
+    job_id, record, timed_out, wall = submit_and_wait(cluster, job_path, deadline_s)
     progress = record.get("progress", {})
     epochs = progress.get("epochs", [])
     last = epochs[-1] if epochs else {}

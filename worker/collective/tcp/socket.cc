@@ -153,11 +153,16 @@ absl::Status ParseHostPort(const std::string& address, std::string* host, uint16
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> LocalAddressTowards(const std::string& address) {
+// "host:port" resolved.
+absl::StatusOr<AddrInfoPtr> ResolveAddress(const std::string& address) {
   std::string host;
   uint16_t port = 0;
   if (auto st = ParseHostPort(address, &host, &port); !st.ok()) return st;
-  auto resolved = Resolve(host, port);
+  return Resolve(host, port);
+}
+
+absl::StatusOr<std::string> LocalAddressTowards(const std::string& address) {
+  auto resolved = ResolveAddress(address);
   if (!resolved.ok()) return resolved.status();
   const addrinfo* ai = resolved->get();
   Fd fd(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
@@ -179,10 +184,7 @@ absl::StatusOr<std::string> LocalAddressTowards(const std::string& address) {
 }
 
 absl::StatusOr<Fd> StartConnect(const std::string& address) {
-  std::string host;
-  uint16_t port = 0;
-  if (auto st = ParseHostPort(address, &host, &port); !st.ok()) return st;
-  auto resolved = Resolve(host, port);
+  auto resolved = ResolveAddress(address);
   if (!resolved.ok()) return resolved.status();
   const addrinfo* ai = resolved->get();
   Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
