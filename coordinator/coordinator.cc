@@ -705,6 +705,24 @@ void Coordinator::MaybeSucceedLocked(JobRecord& r) {
                             Counted(r.job.world_size(), "worker")));
 }
 
+void Coordinator::ForgetGoneWorkersLocked() {
+  std::vector<GoneWorkerView> gone;
+  for (const auto& [id, w] : workers_) {
+    if (w.gone) gone.push_back({id, w.last_seen, !w.job_id.empty()});
+  }
+  for (const std::string& id : GoneWorkersToForget(std::move(gone), options_.membership)) {
+    WorkerRecord& w = workers_.at(id);
+    // A long poll of the forgotten worker is answered now (nothing to do),
+    // and its session stream ends: nothing may name the record after this.
+    if (auto poll = polls_.find(id); poll != polls_.end()) {
+      AnswerPollLocked(poll->second.done, w);
+      polls_.erase(poll);
+    }
+    WakeSessionLocked(w);
+    workers_.erase(id);
+  }
+}
+
 void Coordinator::Tick() {
   writer_->Kick();
   const absl::Status disk = StateHealth();  // outside the lock: it may touch the disk
@@ -723,6 +741,7 @@ void Coordinator::Tick() {
   for (const Departure& d : DecideDepartures(clock_.Now(), views, options_.membership)) {
     WorkerFailedLocked(workers_.at(d.worker_id), absl::StrCat("missed heartbeats: ", d.reason));
   }
+  ForgetGoneWorkersLocked();
   ScheduleLocked();
   ExpireWaitsLocked(clock_.Now());
 }

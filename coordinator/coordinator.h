@@ -453,6 +453,9 @@ class Coordinator {
   std::vector<WorkerView> WorkerViewsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteFailedAttemptLocked(const tagi::v1::FinishJobRequest& req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases the records of gone workers beyond membership.keep_gone_workers
+  // (GoneWorkersToForget).
+  void ForgetGoneWorkersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DirectLocked(WorkerRecord& w, tagi::v1::Directive d, const std::string& job, uint64_t gen,

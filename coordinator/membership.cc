@@ -215,4 +215,18 @@ absl::Duration RestartDelay(int quick_failures) {
   return std::min(d, kMaxRestartBackoff);
 }
 
+std::vector<std::string> GoneWorkersToForget(std::vector<GoneWorkerView> gone,
+                                             const MembershipOptions& options) {
+  std::vector<std::string> out;
+  if (gone.size() <= options.keep_gone_workers) return out;
+  const size_t excess = gone.size() - options.keep_gone_workers;
+  std::erase_if(gone, [](const GoneWorkerView& w) { return w.holds_rank; });
+  std::sort(gone.begin(), gone.end(), [](const GoneWorkerView& a, const GoneWorkerView& b) {
+    if (a.last_seen != b.last_seen) return a.last_seen < b.last_seen;
+    return WorkerIdLess(a.id, b.id);
+  });
+  for (size_t i = 0; i < gone.size() && out.size() < excess; ++i) out.push_back(gone[i].id);
+  return out;
+}
+
 }  // namespace tagi::coordinator

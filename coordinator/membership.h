@@ -25,6 +25,10 @@ struct MembershipOptions {
   // idle (the survivors of a failed generation check in again within a
   // heartbeat or two), holding the ones it will take.
   absl::Duration elastic_settle = absl::Seconds(2);
+  // Records of gone workers kept (for `tagictl workers`, metrics and a
+  // worker that comes back); beyond this the longest gone are forgotten, so
+  // a flood of registrations that never check in holds bounded memory.
+  size_t keep_gone_workers = 4096;
 };
 
 struct WorkerView {
@@ -130,6 +134,18 @@ struct Departure {
 // Workers whose last contact is older than the timeout.
 std::vector<Departure> DecideDepartures(absl::Time now, const std::vector<WorkerView>& workers,
                                         const MembershipOptions& options);
+
+struct GoneWorkerView {
+  std::string id;
+  absl::Time last_seen;
+  bool holds_rank = false;  // still named by a job's generation
+};
+
+// The gone workers to forget so that at most options.keep_gone_workers
+// remain: the longest gone first (ties: the lower id), never one that still
+// holds a rank (its record closes that rank's story when the job ends).
+std::vector<std::string> GoneWorkersToForget(std::vector<GoneWorkerView> gone,
+                                             const MembershipOptions& options);
 
 // Worker ids compare by their numeric suffix ("w-2" < "w-10").
 bool WorkerIdLess(const std::string& a, const std::string& b);

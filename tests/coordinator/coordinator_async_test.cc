@@ -79,6 +79,25 @@ TEST_F(CoordinatorTest, AsyncRendezvousEndsAtItsDeadlineThroughTick) {
   EXPECT_EQ(r.answers, 1) << "answered twice";
 }
 
+// A worker forgotten while its long poll waits (gone, beyond the records
+// kept) gets its poll answered at once, and nothing names it afterwards.
+TEST_F(CoordinatorTest, AForgottenWorkersPendingPollIsAnswered) {
+  CoordinatorOptions o = Options(2);
+  o.membership.keep_gone_workers = 0;
+  Start(std::move(o));
+  const std::string w = Register();
+  PollResult r;
+  coord().RendezvousAsync(w, absl::Seconds(30), Record(coord(), r));
+  EXPECT_EQ(r.answers, 0);
+  clock_.Advance(absl::Seconds(4));  // past the 3 s heartbeat timeout
+  coord().Tick();
+  ASSERT_EQ(r.answers, 1);
+  EXPECT_TRUE(coord().ListWorkers().empty());
+  clock_.Advance(absl::Seconds(40));
+  coord().Tick();  // the poll's deadline passes: nothing left to answer
+  EXPECT_EQ(r.answers, 1);
+}
+
 TEST_F(CoordinatorTest, ANewerPollOfTheSameWorkerAnswersTheOlderOne) {
   Start(2);
   const std::string w = Register();

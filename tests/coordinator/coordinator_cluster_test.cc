@@ -251,6 +251,27 @@ TEST_F(CoordinatorTest, FinishJobFromAWorkerThatIsNotThatRankIsDenied) {
   EXPECT_EQ(State(job), tagi::v1::SUCCEEDED);
 }
 
+// A flood of registrations that never check in again holds bounded memory:
+// once gone, all but membership.keep_gone_workers of them are forgotten;
+// one that comes back with its id is adopted again.
+TEST_F(CoordinatorTest, GoneWorkersBeyondTheKeepAreForgotten) {
+  CoordinatorOptions o = Options(2);
+  o.membership.keep_gone_workers = 3;
+  Start(std::move(o));
+  const auto w = RegisterN(10);
+  clock_.Advance(absl::Seconds(4));  // past the 3 s timeout: all gone
+  coord().Tick();
+  EXPECT_EQ(coord().Stats().workers_by_state["GONE"], 3);
+  const auto listed = coord().ListWorkers();
+  EXPECT_EQ(listed.size(), 3u);
+  for (const auto& info : listed) {
+    EXPECT_TRUE(info.id() == w[7] || info.id() == w[8] || info.id() == w[9]) << info.id();
+  }
+  const std::string again = Register();
+  EXPECT_EQ(coord().Stats().workers_by_state["IDLE"], 1);
+  EXPECT_NE(again, w[0]);  // a new registration gets a new id
+}
+
 TEST_F(CoordinatorTest, SilentWorkerEndsItsGenerationAndTheJobResumesWhenItTalksAgain) {
   Start(2);  // heartbeat timeout 3 s
   const std::string job = Submit(2);

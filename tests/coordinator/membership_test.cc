@@ -460,5 +460,22 @@ TEST(RankList, NamesEveryRankOfASmallWorldAndSixteenOfALargeOne) {
   EXPECT_LT(list.size(), 200u);
 }
 
+TEST(GoneWorkersToForget, KeepsTheNewestAndNeverOneHoldingARank) {
+  const absl::Time t0 = absl::UnixEpoch();
+  MembershipOptions o;
+  o.keep_gone_workers = 2;
+  std::vector<GoneWorkerView> gone = {
+      {"w-5", t0 + absl::Seconds(5)}, {"w-1", t0 + absl::Seconds(1)},
+      {"w-3", t0 + absl::Seconds(3)}, {"w-2", t0 + absl::Seconds(1), /*holds_rank=*/true},
+      {"w-10", t0 + absl::Seconds(3)}};
+  // Five gone, two kept: three forgotten, the longest gone first, w-2
+  // spared (it holds a rank), ties by id (w-3 before w-10).
+  EXPECT_EQ(GoneWorkersToForget(gone, o), (std::vector<std::string>{"w-1", "w-3", "w-10"}));
+  o.keep_gone_workers = 5;
+  EXPECT_TRUE(GoneWorkersToForget(gone, o).empty());
+  o.keep_gone_workers = 0;
+  EXPECT_EQ(GoneWorkersToForget(gone, o).size(), 4u);  // all but the rank holder
+}
+
 }  // namespace
 }  // namespace tagi::coordinator
