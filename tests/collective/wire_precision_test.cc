@@ -4,6 +4,7 @@
 #include "worker/collective/wire_precision.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -89,6 +90,48 @@ TEST(WirePrecision, Fp16ScaleBringsTheBoundBelowTwoToTheFifteen) {
   EXPECT_EQ(Fp16Scale(std::nanf("")), 1.0f);
   EXPECT_EQ(Fp16Scale(std::numeric_limits<float>::infinity()), 1.0f);
   EXPECT_EQ(Fp16Scale(1e-38f), std::ldexp(1.0f, 100));  // clamped
+}
+
+// A cluster may mix CPUs with and without F16C: both FP16 paths must give
+// the same bits for every code, and for floats of every kind (normal,
+// subnormal in FP16, halfway cases, overflow, NaN, signed zeros).
+TEST(WirePrecision, Fp16VectorAndSoftwarePathsGiveTheSameBits) {
+  if (!wire_internal::HasF16c()) GTEST_SKIP() << "this CPU has no F16C: one path only";
+  std::vector<uint16_t> codes(65536);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint16_t>(i);
+  for (const float inv_scale : {1.0f, 0.25f, std::ldexp(1.0f, -40)}) {
+    for (const bool add : {false, true}) {
+      std::vector<float> a(codes.size(), 0.5f), b(codes.size(), 0.5f);
+      wire_internal::WidenFp16On(true, codes.data(), inv_scale, a.data(), a.size(), add);
+      wire_internal::WidenFp16On(false, codes.data(), inv_scale, b.data(), b.size(), add);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "widen, inv_scale " << inv_scale << (add ? " (add)" : "");
+    }
+  }
+  std::vector<float> x;
+  uint32_t bits = 12345;
+  for (int i = 0; i < 200000; ++i) {  // random bit patterns: every exponent
+    bits = bits * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    x.push_back(f);
+  }
+  for (int e = -30; e <= 17; ++e) {  // halfway cases around FP16's steps
+    for (float m : {1.0f + std::ldexp(1.0f, -11), 1.0f + 3 * std::ldexp(1.0f, -11), 1.5f}) {
+      x.push_back(std::ldexp(m, e));
+      x.push_back(-std::ldexp(m, e));
+    }
+  }
+  x.insert(x.end(), {0.0f, -0.0f, 65504.0f, 65520.0f, 1e30f, std::nanf(""),
+                     std::numeric_limits<float>::infinity()});
+  for (const float scale : {1.0f, 4.0f, std::ldexp(1.0f, 30)}) {
+    std::vector<uint16_t> a(x.size()), b(x.size());
+    wire_internal::NarrowFp16On(true, x.data(), scale, a.data(), x.size());
+    wire_internal::NarrowFp16On(false, x.data(), scale, b.data(), x.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += a[i] != b[i];
+    EXPECT_EQ(differ, 0u) << "narrow, scale " << scale;
+  }
 }
 
 }  // namespace

@@ -73,19 +73,36 @@ __attribute__((target("avx,f16c"))) void WidenFp16Simd(const uint16_t* in, float
   WidenFp16Scalar(in + i, inv_scale, out + i, n - i, add);
 }
 
-bool HaveF16c() {
+}  // namespace
+
+namespace wire_internal {
+
+bool HasF16c() {
   static const bool have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
   return have;
 }
 
-void NarrowFp16(const float* in, float scale, uint16_t* out, size_t n) {
-  if (HaveF16c()) return NarrowFp16Simd(in, scale, out, n);
+void NarrowFp16On(bool vector, const float* in, float scale, uint16_t* out, size_t n) {
+  if (vector) return NarrowFp16Simd(in, scale, out, n);
   for (size_t i = 0; i < n; ++i) out[i] = Fp16(in[i] * scale);
 }
 
-void WidenFp16(const uint16_t* in, float inv_scale, float* out, size_t n, bool add) {
-  if (HaveF16c()) return WidenFp16Simd(in, inv_scale, out, n, add);
+void WidenFp16On(bool vector, const uint16_t* in, float inv_scale, float* out, size_t n,
+                 bool add) {
+  if (vector) return WidenFp16Simd(in, inv_scale, out, n, add);
   WidenFp16Scalar(in, inv_scale, out, n, add);
+}
+
+}  // namespace wire_internal
+
+namespace {
+
+void NarrowFp16(const float* in, float scale, uint16_t* out, size_t n) {
+  wire_internal::NarrowFp16On(wire_internal::HasF16c(), in, scale, out, n);
+}
+
+void WidenFp16(const uint16_t* in, float inv_scale, float* out, size_t n, bool add) {
+  wire_internal::WidenFp16On(wire_internal::HasF16c(), in, inv_scale, out, n, add);
 }
 
 }  // namespace

@@ -43,6 +43,15 @@ void RoundThrough16(WirePrecision wire, float scale, float inv_scale, float* x, 
 // [2^-100, 2^100]; 1 for a bound of 0 or one that is not finite.
 float Fp16Scale(float bound);
 
+namespace wire_internal {
+// The FP16 loops on one path, so tests can hold the two to the same bits:
+// `vector` uses F16C (REQUIRES: HasF16c()), else software.
+bool HasF16c();
+void NarrowFp16On(bool vector, const float* in, float scale, uint16_t* out, size_t n);
+void WidenFp16On(bool vector, const uint16_t* in, float inv_scale, float* out, size_t n,
+                 bool add);
+}  // namespace wire_internal
+
 }  // namespace tagi
 
 #endif  // TAGI_WORKER_COLLECTIVE_WIRE_PRECISION_H_
