@@ -650,7 +650,11 @@ size_t Buckets(const JobSpec& spec) {
 // cut, so the buckets reduced during the backward give the one all-reduce's
 // bits, running statistics and all, on every backend.
 TEST_P(EquivalenceTest, BucketedStepsGiveTheOneAllReducesBitsWithTwoRanks) {
-  for (const JobSpec& spec : {Spec(8, JobSpec::SUM, true), CnnSpec(8)}) {
+  // Synchronised batch norms sum in the forward pass, on the trainer's
+  // thread, while the communication thread is idle between steps.
+  JobSpec synced = CnnSpec(8);
+  synced.set_sync_batch_norm(true);
+  for (const JobSpec& spec : {Spec(8, JobSpec::SUM, true), CnnSpec(8), synced}) {
     SCOPED_TRACE(spec.layers_size());
     const auto one = TrainRanks(GetParam(), spec, data_, kSteps);
     const auto bucketed = TrainRanks(GetParam(), Bucketed(spec), data_, kSteps);
