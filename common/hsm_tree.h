@@ -1,7 +1,7 @@
 // HsmTree: the label encoding of hierarchical-softmax classification.
 //
 // K classes are decided by L = ceil(log2 K) binary decisions on a tree
-// (shared/TAGI.md section 5). Level l holds one node per distinct l-bit
+// (docs/maths.md section 5.1). Level l holds one node per distinct l-bit
 // prefix of the labels' L-bit codes, in increasing prefix order, and nodes
 // are numbered level by level from 1; the network's output width is the
 // number of nodes (11 for K = 10). Label r observes, at each level, the node

@@ -1,7 +1,7 @@
 // Status helpers shared by every module.
 //
 // Errors cross module boundaries as absl::Status / absl::StatusOr<T>; the
-// codes follow the retry rule of STYLE.md (Unavailable: retry the call;
+// codes follow one retry rule (Unavailable: retry the call;
 // Aborted: retry at a higher level; FailedPrecondition / InvalidArgument:
 // do not retry). These macros keep the early-return plumbing short.
 #ifndef TAGI_COMMON_STATUS_H_

@@ -22,7 +22,7 @@
 
 namespace tagi::spec {
 
-// How a parameter block is initialised (shared/TAGI.md section 1).
+// How a parameter block is initialised (docs/maths.md section 1).
 enum class InitRule : uint8_t {
   kWeight,  // mean ~ N(0, s^2), variance (gain_w s)^2; s from fan-in/out
   kBias,    // mean ~ N(0, s^2), variance (gain_b s)^2

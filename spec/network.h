@@ -104,7 +104,7 @@ struct Architecture {
 };
 
 // Where a window's first row/column starts before the image: the padding
-// for SYMMETRIC, 0 for BOTTOM_RIGHT (shared/TAGI_CNN.md section 2).
+// for SYMMETRIC, 0 for BOTTOM_RIGHT (docs/maths.md section 9).
 inline uint32_t PaddingOffset(const LayerSpec& l) {
   return l.padding_type == tagi::v1::Layer::SYMMETRIC ? l.padding : 0;
 }

@@ -22,7 +22,7 @@ network ends with evenExp: [mean, noise] unit pairs, predictive variance
 var(mean) + E[noise], no sigma_v).
 
 Predictions follow the CPU engine in evaluation mode (worker/engine/*.cc,
-shared/TAGI.md and TAGI_CNN.md): every kind of layer the engine runs, in
+docs/maths.md): every kind of layer the engine runs, in
 float64 (the engine computes in float32, so values agree to float32's
 precision, not bit for bit). Meant for small networks and modest batches: a
 convolution builds its windows in memory.
@@ -324,7 +324,7 @@ def _max_pool(lp, mu, var):
 
 
 def _normalise(lp, mu, var, mean, r):
-    """gamma * (input standardised by mean, r) + beta; per channel (TAGI_CNN.md 6)."""
+    """gamma * (input standardised by mean, r) + beta; per channel (docs/maths.md 12.1)."""
     shape = (1, -1, 1, 1)
     mg, vg = lp.mu_w.reshape(shape), lp.var_w.reshape(shape)
     centred = mu - mean
@@ -409,7 +409,7 @@ def _log_normal(mu, var):
 
 
 def _remax(lp, mu, var):
-    """REMAX over each sample's units (worker/engine/heads.h RemaxRow; TAGI_CNN.md 9.1)."""
+    """REMAX over each sample's units (worker/engine/heads.h RemaxRow; docs/maths.md 5.2)."""
     shape = mu.shape
     m_mu, m_var = _mixture_relu(mu.reshape(len(mu), -1), var.reshape(len(var), -1))
     mu_t = m_mu.sum(axis=1, keepdims=True)
@@ -426,7 +426,7 @@ def _remax(lp, mu, var):
 
 def _closed_form_softmax(lp, mu, var):
     """CLOSED_FORM_SOFTMAX over each sample's units (heads.h ClosedFormSoftmaxRow;
-    TAGI_CNN.md 9.2): not renormalised; shifted by the row's largest mu + var / 2,
+    docs/maths.md 5.3): not renormalised; shifted by the row's largest mu + var / 2,
     which changes none of the moments and keeps every mu_e at most 1 (exp does not
     overflow for large output variances)."""
     shape = mu.shape
@@ -446,7 +446,7 @@ def _closed_form_softmax(lp, mu, var):
 
 
 def _even_exp(lp, mu, var):
-    """EVEN_EXP (heads.h EvenExp; TAGI_CNN.md 9.3): even units pass, odd ones become
+    """EVEN_EXP (heads.h EvenExp; docs/maths.md 5.4): even units pass, odd ones become
     exp(Z), log-normal. The width is even, so a unit's parity is its flat index's."""
     shape = mu.shape
     m = mu.reshape(len(mu), -1).copy()

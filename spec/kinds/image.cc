@@ -1,4 +1,4 @@
-// The windowed image layers (shared/TAGI_CNN.md sections 2-5): CONV2D,
+// The windowed image layers (docs/maths.md sections 9-11): CONV2D,
 // AVG_POOL2D and MAX_POOL2D over (C, H, W) inputs, non-square included.
 //
 // Geometry follows the reference library: along each axis the output has

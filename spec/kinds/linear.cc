@@ -1,4 +1,4 @@
-// LINEAR: the fully connected layer (shared/TAGI.md sections 1, 3, 6).
+// LINEAR: the fully connected layer (docs/maths.md sections 1, 3, 6).
 #include "absl/strings/str_format.h"
 #include "spec/kinds.h"
 

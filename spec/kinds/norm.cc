@@ -1,4 +1,4 @@
-// The normalisation layers (shared/TAGI_CNN.md sections 6 and 7).
+// The normalisation layers (docs/maths.md section 12).
 //
 // BATCH_NORM normalises each channel over the batch (and the positions of
 // a feature map), or each feature of a flat input over the batch: the path

@@ -1,5 +1,5 @@
 // RESIDUAL: out = main(x) + shortcut(x), the shortcut the identity when it
-// is empty (shared/TAGI_CNN.md section 8). Its branches are layer lists,
+// is empty (docs/maths.md section 13). Its branches are layer lists,
 // nestable up to kMaxNesting; it owns no parameters of its own (those of
 // its layers are in the model's arena like any other).
 #include "absl/strings/str_format.h"

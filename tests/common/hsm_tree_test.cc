@@ -26,7 +26,7 @@ TEST(HsmTree, TenClassesUseElevenOutputsOnFourLevels) {
   EXPECT_EQ(HsmTree::OutputWidth(10), 11);
 }
 
-// shared/TAGI.md section 5: label 0 -> (+1,+1,+1,+1) at 1-based nodes
+// docs/maths.md section 5.1: label 0 -> (+1,+1,+1,+1) at 1-based nodes
 // (1,2,4,7).
 TEST(HsmTree, LabelZeroOfTenMatchesTheReferenceTable) {
   const HsmTree tree(10);
@@ -35,7 +35,7 @@ TEST(HsmTree, LabelZeroOfTenMatchesTheReferenceTable) {
   EXPECT_EQ(CodeOf(tree, 0), expected);
 }
 
-// shared/TAGI.md section 5: label 9 -> (-1,+1,+1,-1) at 1-based nodes
+// docs/maths.md section 5.1: label 9 -> (-1,+1,+1,-1) at 1-based nodes
 // (1,3,6,11).
 TEST(HsmTree, LabelNineOfTenMatchesTheReferenceTable) {
   const HsmTree tree(10);

@@ -1,5 +1,5 @@
 // GPU tests of the CUDA engine against the CPU engine, its numerical spec
-// (STYLE.md: every fast kernel is checked against the plain one). They run
+// (the project's rule: every fast kernel is checked against the plain one). They run
 // where a CUDA device is present and skip with the runtime's reason
 // everywhere else.
 //
@@ -675,7 +675,7 @@ TEST(CudaEngineParity, BottomRightPaddingAndOddWindowsMatchTheCpuEngine) {
 // A small ResNet: a stem, a block with the identity shortcut, a block that
 // halves the map with a projection shortcut (1x1 conv, stride 2, batch
 // norm), a global average pool and the head (the reference's ResNet18
-// pattern, TAGI_CNN.md section 8).
+// pattern, docs/maths.md section 13).
 TEST(CudaEngineParity, ResidualCnnMatchesTheCpuEngine) {
   SKIP_WITHOUT_GPU();
   const uint32_t out = static_cast<uint32_t>(HsmTree::OutputWidth(4));

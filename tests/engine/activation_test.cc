@@ -1,7 +1,7 @@
-// Activations against shared/TAGI.md section 3 (forward moments and jcb)
+// Activations against docs/maths.md section 3 (forward moments and jcb)
 // and section 2 (backward scales innovations by jcb and jcb^2). Expected
 // values are written out with their arithmetic, or computed in double
-// precision directly from the TAGI.md formulas.
+// precision directly from those formulas.
 #include "worker/engine/activation.h"
 
 #include <cmath>
@@ -16,7 +16,7 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-// TAGI.md section 3, MixtureReLU, in double precision (without the floors).
+// docs/maths.md section 3, MixtureReLU, in double precision (without the floors).
 struct Moments {
   double mu;
   double var;

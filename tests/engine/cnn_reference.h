@@ -1,12 +1,12 @@
 // tagi::ref: a plain double-precision reference of the TAGI image layers,
-// written term by term from shared/TAGI_CNN.md (sections 1-7) and the capped
-// step of shared/TAGI.md section 7. It is the yardstick the fast engine is
+// written term by term from docs/maths.md (sections 2, 9-12) and the capped
+// step of its section 7. It is the yardstick the fast engine is
 // tested against, so every function is a direct loop over the sum its
 // equation writes, with no reordering beyond the choice of loop nest and no
 // BLAS. It shares no code with the engine.
 //
 // Where the text lists a bug of the reference library, this file does the
-// fixed thing (TAGI_CNN.md section 10):
+// fixed thing (docs/maths.md section 14):
 //   B1  the first training batch of a BatchNorm replaces the running
 //       statistics (momentum 0), always;
 //   B3  the BatchNorm path follows the input's shape: a map C x H x W takes
@@ -26,9 +26,10 @@
 //   * BatchNorm statistics: one entry per channel; LayerNorm statistics: one
 //     entry per sample.
 //
-// Delta convention (TAGI_CNN.md section 1): every backward function takes the
-// normalised innovations of its layer's output and returns those of its input
-// already multiplied by the input's jcb (jcb squared for the variance).
+// Delta convention (docs/maths.md section 2, with the jcb where the reference
+// puts it): every backward function takes the normalised innovations of its
+// layer's output and returns those of its input already multiplied by the
+// input's jcb (jcb squared for the variance).
 // Parameter deltas are sums over the batch (and positions) before any cap.
 //
 // Broken preconditions (wrong vector sizes, a geometry that does not divide)
@@ -68,7 +69,7 @@ inline size_t At(const Geometry& g, int b, int c, int y, int x) {
   return ((static_cast<size_t>(b) * g.channels + c) * g.height + y) * g.width + x;
 }
 
-// TAGI_CNN.md section 2: padding type 1 puts p rows/columns on every side,
+// docs/maths.md section 9: padding type 1 puts p rows/columns on every side,
 // type 2 at the bottom and right only.
 enum class PadType { kSymmetric = 1, kBottomRight = 2 };
 
@@ -144,7 +145,7 @@ struct ParamDeltas {
 };
 
 // ---------------------------------------------------------------------------
-// Conv2d (TAGI_CNN.md section 3).
+// Conv2d (docs/maths.md section 10).
 
 struct ConvParams {
   std::vector<double> mu_w, var_w;  // [c_out][C_in][k][k]
@@ -302,7 +303,7 @@ inline ParamDeltas ConvBackwardParams(const ConvParams& p, const Geometry& in, c
 }
 
 // ---------------------------------------------------------------------------
-// AvgPool2d (TAGI_CNN.md section 4). K = k^2 counts the padding cells.
+// AvgPool2d (docs/maths.md section 11.1). K = k^2 counts the padding cells.
 
 // mu_z = (1/K) * sum mu_a, var_z = (1/K^2) * sum var_a over the window's
 // non-padding cells. Returns [batch][C][H_o][W_o].
@@ -368,7 +369,7 @@ inline Gaussians AvgPoolBackwardInput(const Geometry& in, const Window& w,
 }
 
 // ---------------------------------------------------------------------------
-// MaxPool2d (TAGI_CNN.md section 5).
+// MaxPool2d (docs/maths.md section 11.2).
 
 struct MaxPoolResult {
   Gaussians z;  // [batch][C][H_o][W_o]
@@ -439,7 +440,7 @@ inline Gaussians MaxPoolBackwardInput(const Geometry& in, const Window& w,
 }
 
 // ---------------------------------------------------------------------------
-// Normalisation layers (TAGI_CNN.md sections 6 and 7).
+// Normalisation layers (docs/maths.md section 12).
 
 // gamma = (mu_w, var_w), beta = (mu_b, var_b); one entry per channel of the
 // input geometry (per feature for Geometry{F, 1, 1}). Without bias the beta
@@ -708,7 +709,7 @@ inline ParamDeltas LayerNormBackwardParams(const NormParams& p, const Geometry& 
 }
 
 // ---------------------------------------------------------------------------
-// The capped step (TAGI.md section 7).
+// The capped step (docs/maths.md section 7).
 
 inline constexpr double kVarianceFloor = 1e-5;
 

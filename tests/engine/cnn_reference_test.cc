@@ -1,6 +1,6 @@
 // Checks of the reference image layers (cnn_reference.h) against facts that
 // do not come from the reference itself: numbers worked out by hand from
-// shared/TAGI_CNN.md, a Linear layer written here from TAGI.md sections 3
+// docs/maths.md, a Linear layer written here from its sections 3
 // and 6, and symmetries (transposing an image, regrouping a batch) the
 // formulas must respect. No finite differences: TAGI is not gradient based.
 #include "tests/engine/cnn_reference.h"
@@ -56,7 +56,7 @@ ConvParams RandomConv(int c_in, int c_out, int k, bool bias, unsigned seed) {
 }
 
 // A Linear layer on [n][in] inputs with [out][in] weights, written from
-// TAGI.md sections 3 and 6 independently of the convolution loops.
+// docs/maths.md sections 3 and 6 independently of the convolution loops.
 struct LinearRef {
   int in, out;
   const std::vector<double>&mw, &vw, &mb, &vb;
@@ -158,7 +158,7 @@ Gaussians Transposed(const Gaussians& a, const Geometry& g, int batch) {
 }
 
 // ---------------------------------------------------------------------------
-// Geometry (TAGI_CNN.md section 2).
+// Geometry (docs/maths.md section 9).
 
 TEST(CnnReferenceGeometry, OutputSizesOfBothPaddingTypes) {
   // ResNet18's stride-2 convolution (type 2) and projection shortcut.
@@ -714,7 +714,7 @@ TEST(CnnReferenceBatchNorm, WithoutBiasThereIsNoBetaTermOrDelta) {
   EXPECT_TRUE(d.var_b.empty());
 }
 
-// TAGI_CNN.md section 6's identity: equal deltas over a channel at B = 1
+// The identity of docs/maths.md section 12.1: equal deltas over a channel at B = 1
 // give delta_mu_gamma = 0 (the a~ sum to zero).
 TEST(CnnReferenceBatchNorm, EqualDeltasOverAChannelLeaveGammaMeanUnchanged) {
   const Geometry in{2, 3, 3};
@@ -833,7 +833,7 @@ TEST(CnnReferenceLayerNorm, ChannelParametersOfMapsSumTheirFeatures) {
 }
 
 // ---------------------------------------------------------------------------
-// The capped step (TAGI.md section 7).
+// The capped step (docs/maths.md section 7).
 
 TEST(CnnReferenceStep, CapFactorsByBatchSize) {
   EXPECT_EQ(CapFactor(1), 0.1);

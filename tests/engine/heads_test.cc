@@ -1,5 +1,5 @@
 // The heads' maths (worker/engine/heads.h) against the plain double
-// reference of TAGI_CNN.md section 9 (naive_heads.h), unit by unit: forward
+// reference of docs/maths.md section 5 (naive_heads.h), unit by unit: forward
 // moments and jcb of REMAX, CLOSED_FORM_SOFTMAX and EVEN_EXP, the one-hot
 // and heteroscedastic innovations (the non-finite target rule and the
 // floors included), and the CPU layers and output functions built on them.
@@ -199,7 +199,7 @@ TEST(ClosedFormSoftmax, AUnitWhoseMomentsOverflowPassesNoInnovation) {
 }
 
 TEST(ClosedFormSoftmax, MeansAreNotRenormalised) {
-  // The reference's quirk (TAGI_CNN.md Q12), kept: the means need not sum to 1.
+  // The reference's quirk (docs/maths.md section 14, Q12), kept: the means need not sum to 1.
   const std::vector<float> mz = {0.0f, 2.0f};
   const std::vector<float> vz = {1.0f, 0.1f};
   std::vector<float> mu(2), var(2), jcb(2);

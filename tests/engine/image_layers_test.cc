@@ -1,5 +1,5 @@
 // The CPU image layers (Conv2d, AvgPool2d, MaxPool2d, BatchNorm, LayerNorm)
-// against the plain double-precision reference of shared/TAGI_CNN.md
+// against the plain double-precision reference of docs/maths.md
 // (tests/engine/cnn_reference.h): forward moments, input innovations,
 // parameter deltas, running statistics and the stepped parameters, on small
 // odd-sized cases: both padding types, overlapping, padded and global pools,

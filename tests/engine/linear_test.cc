@@ -1,4 +1,4 @@
-// Linear against shared/TAGI.md: forward (section 3), backward innovations
+// Linear against docs/maths.md: forward (section 3), backward innovations
 // and parameter deltas (section 6), the capped step (section 7) and
 // initialisation (section 1). The layer is bound to buffers owned by the
 // test, so every product can be checked on hand-set numbers.
@@ -202,7 +202,7 @@ TEST(LinearBackward, InputInnovationsUseOnlyTheWeightMeans) {
 }
 
 TEST(LinearBackward, ThroughThePrecedingActivationScalesByJcb) {
-  // z_prev --TANH--> a --LINEAR--> z. TAGI.md section 6:
+  // z_prev --TANH--> a --LINEAR--> z. docs/maths.md section 6:
   // delta_mu_prev = jcb * sum_o mu_w delta_mu; delta_var_prev = jcb^2 * sum_o mu_w^2 delta_var.
   LinearFixture f(3, 2, 3);
   f.SetParams(kMuW, kVarW, kMuB, kVarB);

@@ -1,4 +1,4 @@
-// Model against shared/TAGI.md end to end: whole training steps compared
+// Model against docs/maths.md end to end: whole training steps compared
 // with the independent double-precision implementation in naive_tagi.h,
 // plus initialisation (section 1), the arena layout documented in model.h,
 // the batch-sum property of the deltas (section 6), the capped step
@@ -193,7 +193,7 @@ TEST(ModelEndToEnd, HsmTenClassNetworkMatchesTheNaiveTagiStep) {
 }
 
 TEST(ModelEndToEnd, SmoothActivationsEndingInSigmoidMatchTheNaiveTagiStep) {
-  // The output update goes through the last activation's jcb (TAGI.md section 4).
+  // The output update goes through the last activation's jcb (docs/maths.md section 4).
   CompareWithNaive({"3-6-MIXTURE_RELU-4-TANH-2-SIGMOID regression",
                     Regression({Lin(3, 6), Act(v1::Layer::MIXTURE_RELU), Lin(6, 4),
                                 Act(v1::Layer::TANH), Lin(4, 2), Act(v1::Layer::SIGMOID)}),
@@ -208,7 +208,7 @@ TEST(ModelEndToEnd, SingleSampleStepsWithLeakyReluAndSoftplusMatchTheNaiveTagiSt
                     1, 0.3f, 13, 3});
 }
 
-// The heads of docs/heads.md against naive_heads.h (TAGI_CNN.md section 9):
+// The heads of docs/heads.md against naive_heads.h (docs/maths.md section 5):
 // forward moments, jcb, innovations, deltas and stepped parameters, at
 // B = 1 and B > 1 (a NaN target in the first step's batch).
 TEST(ModelEndToEnd, RemaxOneHotMatchesTheNaiveStep) {

@@ -22,7 +22,7 @@ struct NaiveMoments {
   std::vector<double> log_var_terms;
 };
 
-// MixtureReLU of one unit (TAGI.md section 3) with the 1e-6 floors, and
+// MixtureReLU of one unit (docs/maths.md section 3) with the 1e-6 floors, and
 // Phi(mu / sd).
 inline void NaiveMixture(double mz, double vz, double* m, double* v, double* phi) {
   const double sd = std::sqrt(vz);

@@ -1,5 +1,5 @@
 // NaiveTagi: an independent, plain double-precision implementation of one
-// TAGI training step, written line by line from shared/TAGI.md for the
+// TAGI training step, written line by line from docs/maths.md for the
 // engine tests. It shares no code with the engine: it reads the parameters
 // from a copy of a model arena using the layout documented in model.h
 // ([mu N][var N]; per LINEAR layer, weights [out][in] row-major, then
@@ -25,7 +25,7 @@
 
 namespace tagi::engine::testing {
 
-// TAGI.md section 5, derived from the text: level l holds one node per
+// docs/maths.md section 5.1, derived from the text: level l holds one node per
 // distinct l-bit prefix of the labels' L-bit codes, numbered level by level
 // in increasing prefix order; target +1 for a next bit 0, -1 for a 1.
 struct HsmCode {
@@ -49,7 +49,7 @@ inline HsmCode EncodeHsmLabel(int num_classes, int label) {
   return code;
 }
 
-// TAGI.md section 7, cap factor by batch size.
+// docs/maths.md section 7, cap factor by batch size.
 inline double NaiveCapFactor(size_t batch) {
   if (batch <= 1) return 0.1;
   return batch <= 255 ? 2.0 : 3.0;
@@ -162,7 +162,7 @@ class NaiveTagi {
     const double v = sigma_v * sigma_v;
     std::vector<double> dmu(batch * width, 0.0), dvar(batch * width, 0.0);
     auto observe = [&](size_t k, double y) {
-      // TAGI.md section 4: k = J / (var_a + V), dmu = k (y - mu_a), dvar = -k J.
+      // docs/maths.md section 4: k = J / (var_a + V), dmu = k (y - mu_a), dvar = -k J.
       if (std::isnan(y)) return;
       const double jcb = ends_in_activation ? out.jcb[k] : 1.0;
       const double gain = jcb / (out.var[k] + v);
@@ -171,7 +171,7 @@ class NaiveTagi {
       dvar[k] = -gain * jcb;
     };
     if (arch_.head.heteroscedastic) {
-      // TAGI_CNN.md 9.4, each target against its [mean, noise] pair.
+      // docs/maths.md section 5.5, each target against its [mean, noise] pair.
       for (size_t t = 0; t < batch * width / 2; ++t) {
         double d[4];
         NaiveHeteroscedastic(out.mu[2 * t], out.var[2 * t], out.jcb[2 * t], out.mu[2 * t + 1],
@@ -201,7 +201,7 @@ class NaiveTagi {
     Backward(zb, std::move(dmu), std::move(dvar));
   }
 
-  // TAGI.md section 7.
+  // docs/maths.md section 7.
   void ApplyStep(double cap_factor) {
     auto step = [cap_factor](double& mu, double& var, double dmu, double dvar) {
       const double cap = std::sqrt(var) / cap_factor;
@@ -288,7 +288,7 @@ class NaiveTagi {
       p.dvw.assign(p.vw.size(), 0.0);
       p.dmb.assign(p.out, 0.0);
       p.dvb.assign(p.out, 0.0);
-      // TAGI.md section 6: sums over the batch against the same prior.
+      // docs/maths.md section 6: sums over the batch against the same prior.
       for (size_t o = 0; o < p.out; ++o) {
         for (size_t i = 0; i < p.in; ++i) {
           double sm = 0.0, sv = 0.0;

@@ -1,7 +1,7 @@
-// Output innovations and class probabilities against shared/TAGI.md
+// Output innovations and class probabilities against docs/maths.md
 // sections 4 and 5. The engine writes innovations of the output units a;
 // the tests check that, folded through the last activation's Backward, they
-// equal TAGI.md's pre-activation innovations k (y - mu_a) and -k J.
+// equal the gain form's pre-activation innovations k (y - mu_a) and -k J.
 #include "worker/engine/output.h"
 
 #include <cmath>
@@ -85,7 +85,7 @@ TEST(RegressionDeltas, ANonFiniteGainGivesZeroDeltas) {
 }
 
 TEST(RegressionDeltas, ThroughASigmoidEqualTheOutputUpdateOfTagiSection4) {
-  // z --SIGMOID--> a, observed with sigma_v = 0.3. TAGI.md: J = s (1 - s),
+  // z --SIGMOID--> a, observed with sigma_v = 0.3. docs/maths.md section 4: J = s (1 - s),
   // k = J / (var_a + V), delta_mu_z = k (y - mu_a), delta_var_z = -k J.
   const std::vector<float> mu_z = {0.4f, -1.2f, 2.5f};
   const std::vector<float> var_z = {0.3f, 0.8f, 0.05f};
@@ -127,7 +127,7 @@ TEST(HsmTree, DerivesTheTagiTableForTenClasses) {
   const HsmTree tree(10);
   EXPECT_EQ(tree.levels(), 4);
   EXPECT_EQ(tree.output_width(), 11);
-  // TAGI.md: label 0 -> (+1,+1,+1,+1) at 1-based nodes (1,2,4,7);
+  // docs/maths.md section 5.1: label 0 -> (+1,+1,+1,+1) at 1-based nodes (1,2,4,7);
   // label 9 -> (-1,+1,+1,-1) at nodes (1,3,6,11).
   const int nodes0[] = {0, 1, 3, 6}, nodes9[] = {0, 2, 5, 10};
   const float targets0[] = {1, 1, 1, 1}, targets9[] = {-1, 1, 1, -1};

@@ -1,5 +1,5 @@
 // Residual networks on the CPU Model against a plain double-precision
-// reference written from shared/TAGI_CNN.md section 8 (and TAGI.md for
+// reference written from docs/maths.md section 13 (and sections 3-7 for
 // the layers inside): forward moments, parameter deltas and the stepped
 // parameters, for blocks with identity and projection shortcuts, a block
 // first on the data, nested blocks and a one-layer block (the reference
@@ -182,7 +182,7 @@ class Reference {
       } else if (l.kind == v1::Layer::SIGMOID) {
         f = 1 / (1 + std::exp(-m));
         j = f * (1 - f);
-      } else {  // MIXTURE_RELU: the rectified Gaussian (TAGI.md section 3)
+      } else {  // MIXTURE_RELU: the rectified Gaussian (docs/maths.md section 3)
         const double sd = std::sqrt(v), al = m / sd;
         const double cdf = 0.5 * std::erfc(-al / std::sqrt(2.0));
         const double pdf = std::exp(-0.5 * al * al) / std::sqrt(2 * M_PI);
@@ -269,7 +269,7 @@ TEST_P(ResidualReference, ModelMatchesThePlainReference) {
     D delta{std::vector<double>(out.mu.size()), std::vector<double>(out.mu.size())};
     const double v_v = double{sigma_v} * sigma_v;
     for (size_t k = 0; k < out.mu.size(); ++k) {
-      const double k_gain = out.jcb[k] / (out.var[k] + v_v);  // TAGI.md section 4
+      const double k_gain = out.jcb[k] / (out.var[k] + v_v);  // docs/maths.md section 4
       delta.mu[k] = k_gain * (y[k] - out.mu[k]);
       delta.var[k] = -k_gain * out.jcb[k];
     }

@@ -19,7 +19,7 @@ def example(src, name):
 
 
 def mnist_cnn():
-    # TAGI_Tutorial_04_MNIST_CNN (shared/TAGI_CNN.md 11.3), as pytagi writes it.
+    # TAGI_Tutorial_04_MNIST_CNN (docs/maths.md section 15), as pytagi writes it.
     return Sequential(
         Conv2d(1, 32, 4, padding=1, in_width=28, in_height=28, bias=False),
         ReLU(), BatchNorm2d(32), AvgPool2d(3, 2),
@@ -82,7 +82,7 @@ def test_mnist_cnn_with_remax_gives_examples_fmnist_cnn_remax(src):
 
 
 def test_heteroscedastic_mlp_gives_examples_heteroscedastic(src):
-    # pytagi's examples/regression_heteros.py network (TAGI_CNN.md 9.3), no sigma_v.
+    # pytagi's examples/regression_heteros.py network (docs/maths.md section 5.4), no sigma_v.
     net = Sequential(Linear(1, 128), ReLU(), Linear(128, 128), ReLU(), Linear(128, 2),
                      EvenExp())
     spec = net.to_job_spec(

@@ -99,7 +99,7 @@ TEST(Network, HierarchicalSoftmaxNeedsItsWidthAtTheEnd) {
 }
 
 TEST(Network, ImageLayersInferShapesParametersAndState) {
-  // The reference's MNIST CNN (TAGI_CNN.md section 11.3): 28 -> 27 -> 13 -> 9 -> 4.
+  // The reference's MNIST CNN (docs/maths.md section 15): 28 -> 27 -> 13 -> 9 -> 4.
   Architecture a = Regression(
       {1, 28, 28}, {Conv(1, 32, 4, 1, 1, false), Act(), BN(), Avg(3, 2), Conv(32, 64, 5, 1, 0, false),
                     Act(), BN(), Avg(3, 2), Lin(1024, 256), Act(), Lin(256, 11)});
@@ -122,7 +122,7 @@ TEST(Network, ResNet18ExampleHasTheReferenceParameterCount) {
   ASSERT_TRUE(job.ok()) << job.status();
   auto arch = JobArchitecture(*job);
   ASSERT_TRUE(arch.ok()) << arch.status();
-  // TAGI_CNN.md section 11.1: 11,690,571 parameter means.
+  // docs/maths.md section 15: 11,690,571 parameter means.
   EXPECT_EQ(arch->num_parameters(), 11690571u);
   EXPECT_EQ(arch->output_width(), 11u);
   // Stride-2 blocks halve the map: 32 -> 16 -> 8 -> 4, then the global pool.

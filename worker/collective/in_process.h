@@ -1,6 +1,6 @@
 // InProcessGroup: a Collective whose N ranks are threads of one process.
 //
-// The fake of STYLE.md: tests of the trainer and the worker run a whole
+// The in-process fake: tests of the trainer and the worker run a whole
 // data-parallel group in one process with it, and it is the numerical
 // reference of the real backends. Semantics:
 //  - AllReduceSum adds the ranks' buffers in a fixed order, in float:

@@ -1,6 +1,6 @@
 // DistributedSampler: which samples each rank trains on, at every step.
 //
-// The contract (shared/TAGI.md section 8; other modules rely on it exactly):
+// The contract (docs/maths.md section 8; other modules rely on it exactly):
 //  - Epoch e uses one permutation P of [0, N), identical on every rank:
 //    EpochPermutation(N, seed, e), i.e. Fisher-Yates driven by
 //    tagi::Rng(DeriveSeed(seed, e)): for i = N-1 down to 1, swap P[i] with

@@ -1,6 +1,6 @@
 // Activation: an elementwise layer that maps Gaussian pre-activations z to
 // Gaussian activations a and records jcb = cov(a, z) / var(z) at its output
-// (shared/TAGI.md section 3). Backward scales the innovations of a by jcb
+// (docs/maths.md section 3). Backward scales the innovations of a by jcb
 // (means) and jcb^2 (variances) to give those of z.
 #ifndef TAGI_WORKER_ENGINE_ACTIVATION_H_
 #define TAGI_WORKER_ENGINE_ACTIVATION_H_

@@ -1,4 +1,4 @@
-// Conv2d: the TAGI convolution (shared/TAGI_CNN.md section 3) on the CPU.
+// Conv2d: the TAGI convolution (docs/maths.md section 10) on the CPU.
 //
 // A TAGI convolution is seven ordinary ones: forward mu_w*mu_a,
 // (mu_w^2 + var_w)*var_a and var_w*mu_a^2; backward-data with mu_w and

@@ -1,5 +1,5 @@
-// The per-element formulas of the TAGI engine (shared/TAGI.md sections 3,
-// 5 and 7), written once for both engines: the CPU layers (activation.cc,
+// The per-element formulas of the TAGI engine (docs/maths.md sections 3,
+// 4, 7 and 12), written once for both engines: the CPU layers (activation.cc,
 // output.cc, linear.cc) call them in their loops and the CUDA kernels
 // (cuda/kernels.cu, cuda/image_kernels.cu) call them per thread; norm.cc
 // too. So the CPU engine's tests (the
@@ -42,7 +42,7 @@ struct Moments {
   float jcb;
 };
 
-constexpr float kMixtureFloor = 1e-6f;  // TAGI.md: floor of mu_a and var_a
+constexpr float kMixtureFloor = 1e-6f;  // docs/maths.md section 3: floor of mu_a and var_a
 constexpr double kInvSqrt2 = 0.70710678118654752;
 constexpr double kInvSqrt2Pi = 0.39894228040143268;
 
@@ -130,7 +130,7 @@ TAGI_HOST_DEVICE float Capped(float d, float cap) {
   return cap < lo ? cap : lo;
 }
 
-// The capped step of one parameter with the variance floor (TAGI.md
+// The capped step of one parameter with the variance floor (docs/maths.md
 // section 7): each delta is clamped to sqrt(var) / cap_factor, and a
 // variance that would not stay positive becomes variance_floor.
 TAGI_HOST_DEVICE void CappedStep(float inv_cap_factor, float variance_floor, float delta_mu,
@@ -141,7 +141,7 @@ TAGI_HOST_DEVICE void CappedStep(float inv_cap_factor, float variance_floor, flo
   *var = v <= 0.0f ? variance_floor : v;
 }
 
-// BatchNorm and LayerNorm (TAGI_CNN.md sections 6 and 7): the TAGI product
+// BatchNorm and LayerNorm (docs/maths.md section 12): the TAGI product
 // of gamma with the input standardised by (mean, r = 1 / sqrt(var + eps)),
 // plus beta. second_g = mu_g^2 + var_g, computed once per channel.
 TAGI_HOST_DEVICE void Normalise(float mu_a, float var_a, float mean, float r, float mu_g,

@@ -121,7 +121,7 @@ class Engine {
   virtual absl::StatusOr<std::span<float>> SetBackwardObserver(
       std::function<void(size_t ready_from)> ready);
 
-  // The capped update with the variance floor (TAGI.md section 7).
+  // The capped update with the variance floor (docs/maths.md section 7).
   virtual absl::Status ApplyStep(float cap_factor) = 0;
 
   // Synchronised batch norm (Model::SetBatchSync): training steps take

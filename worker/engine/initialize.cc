@@ -21,7 +21,7 @@ void InitializeParameters(const spec::Plan& plan, uint64_t seed, const InitOptio
     float* mu = arena.data() + block.offset;
     float* v = arena.data() + n + block.offset;
     if (b.init == spec::InitRule::kOne || b.init == spec::InitRule::kZero) {
-      // A normalisation's scale and shift (TAGI_CNN.md section 6): no draw.
+      // A normalisation's scale and shift (docs/maths.md section 1): no draw.
       std::fill_n(mu, b.count, b.init == spec::InitRule::kOne ? 1.0f : 0.0f);
       std::fill_n(v, b.count, static_cast<float>(1.0 / fan_in));
       continue;

@@ -1,4 +1,4 @@
-// Parameter and state initialisation from a plan (shared/TAGI.md section 1),
+// Parameter and state initialisation from a plan (docs/maths.md section 1),
 // shared by every engine: one generator seeded with the job's seed draws
 // every block in plan order, so the same seed gives the same bits on every
 // rank, device and run. Pure functions over caller-owned arenas.

@@ -7,7 +7,7 @@
 // parameter, delta and state blocks, its derived buffers and its scratch).
 // So a layer runs at any place in the graph, nested blocks included, and
 // no step allocates. Backward receives the normalised innovations of its
-// output units (shared/TAGI.md section 2) and fills its parameter deltas
+// output units (docs/maths.md section 2) and fills its parameter deltas
 // and, when delta_in is set, the innovations of its input units.
 //
 // One file per kind (linear.cc, activation.cc, conv2d.cc, pool.cc, norm.cc); MakeLayer (model.cc) is
@@ -98,7 +98,7 @@ class Layer {
   virtual void Backward(const LayerIo& io) = 0;
   // Recomputes the derived buffers after the parameters changed.
   virtual void Refresh(const LayerIo& /*io*/) {}
-  // The capped update with the variance floor (TAGI.md section 7) over
+  // The capped update with the variance floor (docs/maths.md section 7) over
   // every parameter block, then Refresh. Kinds may fuse the two.
   virtual void ApplyStep(const LayerIo& io, float inv_cap, float variance_floor);
 };

@@ -1,4 +1,4 @@
-// Linear: the fully connected TAGI layer (shared/TAGI.md sections 3, 6, 7).
+// Linear: the fully connected TAGI layer (docs/maths.md sections 3, 6, 7).
 //
 // Blocks: weights mu_w, var_w [out][in] row-major, then biases [out].
 // Derived (refreshed whenever the parameters change): mu_w^2 then

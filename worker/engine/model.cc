@@ -137,7 +137,7 @@ void Model::Forward(const float* x, size_t batch, Mode mode) {
       continue;
     }
     // A residual merge: the branches are independent, so means and
-    // variances add (TAGI_CNN.md section 8).
+    // variances add (docs/maths.md section 13).
     const spec::BoundaryPlan& out = plan_.boundaries[static_cast<size_t>(step.out)];
     const GaussianView a = At(plan_.boundaries[static_cast<size_t>(step.in)].units);
     const GaussianView b = At(plan_.boundaries[static_cast<size_t>(step.in2)].units);

@@ -35,7 +35,7 @@
 namespace tagi::engine {
 
 // Cap factors of the capped step, by the batch size that produced the
-// deltas (TAGI.md section 7; the reference's heuristics, kept as named
+// deltas (docs/maths.md section 7; the reference's heuristics, kept as named
 // constants so a job could change them).
 struct CapPolicy {
   float single_sample = 0.1f;  // B = 1

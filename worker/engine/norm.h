@@ -1,4 +1,4 @@
-// BatchNorm and LayerNorm (shared/TAGI_CNN.md sections 6 and 7) on the CPU.
+// BatchNorm and LayerNorm (docs/maths.md section 12) on the CPU.
 //
 // Both standardise their input with statistics that pool the spread of the
 // means and the inputs' own variances, divided by n - 1, then apply the

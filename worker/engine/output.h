@@ -1,10 +1,10 @@
-// Output updates and predictions (shared/TAGI.md sections 4 and 5).
+// Output updates and predictions (docs/maths.md sections 4 and 5).
 //
 // The deltas written here are the innovations of the network's output
 // units a (the last boundary): delta_mu = (y - mu_a) / (var_a + V) and
 // delta_var = -1 / (var_a + V), with V = sigma_v^2. When the last layer is an
 // activation, its Backward multiplies by jcb and jcb^2, which yields exactly
-// TAGI.md's k = J / (var_a + V), delta_mu = k (y - mu_a), delta_var = -k J for
+// the gain form k = J / (var_a + V), delta_mu = k (y - mu_a), delta_var = -k J for
 // the pre-activation. An output whose target is NaN, or whose gain is not
 // finite, gets zero deltas. Pure functions over caller-owned buffers.
 #ifndef TAGI_WORKER_ENGINE_OUTPUT_H_
@@ -18,7 +18,7 @@
 
 namespace tagi::engine {
 
-// The alpha of P_n = Phi(mu / sqrt(1/alpha^2 + var)) (TAGI.md section 5).
+// The alpha of P_n = Phi(mu / sqrt(1/alpha^2 + var)) (docs/maths.md section 5.1).
 inline constexpr float kHsmAlpha = 3.0f;
 
 // Gaussian regression: every output observed. n = batch * width.

@@ -1,4 +1,4 @@
-// AvgPool2d and MaxPool2d (shared/TAGI_CNN.md sections 4 and 5) on the CPU.
+// AvgPool2d and MaxPool2d (docs/maths.md section 11) on the CPU.
 //
 // Windows may overlap (stride < kernel), skip cells (stride > kernel) and
 // reach into padding, whose cells add nothing (the average still divides

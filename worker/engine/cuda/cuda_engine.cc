@@ -496,7 +496,7 @@ absl::Status CudaEngine::RunForward(size_t batch, Mode mode) {
       continue;
     }
     // A residual merge: the branches are independent, so means and
-    // variances add (TAGI_CNN.md section 8).
+    // variances add (docs/maths.md section 13).
     const spec::BoundaryPlan& out = s.plan.boundaries[static_cast<size_t>(step.out)];
     const GaussianView a = s.at(s.plan.boundaries[static_cast<size_t>(step.in)].units);
     const GaussianView b = s.at(s.plan.boundaries[static_cast<size_t>(step.in2)].units);

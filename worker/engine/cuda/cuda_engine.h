@@ -1,4 +1,4 @@
-// CudaEngine: the TAGI engine on one GPU (shared/TAGI.md; the CPU Model in
+// CudaEngine: the TAGI engine on one GPU (docs/maths.md; the CPU Model in
 // worker/engine/model.h is its numerical spec).
 //
 // Like the CPU Model it executes a plan (spec/plan.h, built with 64-float

@@ -1,7 +1,7 @@
 // One TAGI convolution's cuDNN side: its descriptors, the algorithms it
 // runs and the workspace they need (the seven convolutions of a TAGI
 // Conv2d are three forward, two backward-data and two backward-filter
-// calls of one geometry, TAGI_CNN.md section 3).
+// calls of one geometry, docs/maths.md section 10).
 //
 // Numerics: cross-correlation (as the CPU layer and the reference
 // compute), fp32 data and compute, CUDNN_FMA_MATH (no TF32 tensor-core

@@ -2,7 +2,7 @@
 // cuBLAS calls, cublas_gemm.h). Each function launches one kernel on
 // `stream` and returns the launch's error (cudaGetLastError); the work
 // itself runs asynchronously. The per-element formulas are those of the
-// CPU engine (worker/engine/elementwise.h, citing shared/TAGI.md); sizes
+// CPU engine (worker/engine/elementwise.h, docs/maths.md); sizes
 // are element counts; all matrices are row-major. Internal to
 // worker/engine/cuda; this header is free of project C++20 headers so that
 // nvcc compiles kernels.cu on its own.
@@ -25,7 +25,7 @@ cudaError_t BroadcastBias(const float* mu_b, const float* var_b, size_t batch, s
 cudaError_t Square(const float* x, size_t n, float* y, cudaStream_t stream);
 
 // Moments of n units through an activation (elementwise::ActivationKind)
-// and its jcb (TAGI.md section 3).
+// and its jcb (docs/maths.md section 3).
 cudaError_t ActivationForward(int kind, float slope, const float* mu_z, const float* var_z,
                               size_t n, float* mu_a, float* var_a, float* jcb, cudaStream_t stream);
 
@@ -79,7 +79,7 @@ cudaError_t BiasDeltas(const float* delta_mu, const float* delta_var, size_t bat
                        const float* var_b, float* delta_mu_b, float* delta_var_b,
                        cudaStream_t stream);
 
-// The capped step with the variance floor over n parameters (TAGI.md
+// The capped step with the variance floor over n parameters (docs/maths.md
 // section 7), taking each delta as delta * s_mu (means) and delta * s_var
 // (variances) where s_mu = var_scale[i] * scale and s_var = var_scale[i]^2
 // * scale when var_scale is not null (the weights' deferred var_w factor,
@@ -95,7 +95,7 @@ cudaError_t RefreshDerived(const float* mu, const float* var, size_t n, float* m
                            cudaStream_t stream);
 
 // out = a + b for n Gaussian units: means add, variances add (the merge of
-// a residual block's independent branches, TAGI_CNN.md section 8). out may
+// a residual block's independent branches, docs/maths.md section 13). out may
 // be neither a nor b.
 cudaError_t AddGaussians(const float* a_mu, const float* a_var, const float* b_mu,
                          const float* b_var, size_t n, float* out_mu, float* out_var,

@@ -79,7 +79,7 @@ class CudaLayer {
   }
   // Whether the layer calls cuDNN (the engine then creates a handle).
   virtual bool NeedsCudnn() const { return false; }
-  // The capped update with the variance floor (TAGI.md section 7) over every
+  // The capped update with the variance floor (docs/maths.md section 7) over every
   // parameter block, applying `pending` to the deltas on the way, then
   // Refresh. Kinds may fuse the two.
   virtual absl::Status ApplyStep(const CudaContext& ctx, const CudaLayerIo& io, float inv_cap,
