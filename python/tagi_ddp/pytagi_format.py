@@ -125,7 +125,8 @@ def _records(layers, input_shape):
                 if padding and (k == s or k == w):
                     _refuse(at, kind, f"a pool whose kernel equals its stride ({k}) or its input "
                             f"width reads other planes' values as padding in pytagi 0.2.1 "
-                            f"(TAGI_CNN.md B5); padding {padding} would not give our outputs")
+                            f"(docs/maths.md section 14, B5); padding {padding} would not give "
+                            f"our outputs")
                 name = (f"{'AvgPool2d' if kind == 'avgPool2d' else 'MaxPool2d'}"
                         f"({c_in},{c_in},{out[2]},{out[1]},{k})")
                 blocks, stats = (0, 0), 0
@@ -133,7 +134,7 @@ def _records(layers, input_shape):
                 if (h, w) == (1, 1) and state["depth"] == c_in:
                     _refuse(at, kind, f"a batch norm of {c_in} features after a Linear that "
                             f"follows {c_in}-channel images runs pytagi 0.2.1's per-channel "
-                            f"(image) path on a vector (TAGI_CNN.md B3)")
+                            f"(image) path on a vector (docs/maths.md section 14, B3)")
                 name = "BatchNorm2d()"
                 blocks, stats = (c_in, c_in if spec.get("bias", True) else 0), c_in
             elif kind == "layerNorm":
