@@ -65,6 +65,16 @@ pack() {
   for lib in $(libraries $paths); do cp -L "$lib" "$stage/lib/"; done
   cp -r /usr/share/datasets/fashion-mnist "$stage/data/" ||
     die "Fashion-MNIST is missing: apt-get install dataset-fashion-mnist"
+  # iproute2 for the netbed step (the GPU machine has none): Debian's ip and
+  # tc with the libraries they need, used there only when `ip` is missing.
+  if command -v ip > /dev/null 2>&1 && command -v tc > /dev/null 2>&1; then
+    mkdir -p "$stage/iproute/bin" "$stage/iproute/lib"
+    cp -L "$(command -v ip)" "$(command -v tc)" "$stage/iproute/bin/"
+    # shellcheck disable=SC2046
+    for lib in $(libraries "$stage/iproute/bin/ip" "$stage/iproute/bin/tc"); do
+      cp -L "$lib" "$stage/iproute/lib/"
+    done
+  fi
   # The tests find the binaries, the sources' examples and the data by the
   # absolute paths they were built with.
   printf 'SOURCE_DIR=%s\nBUILD_DIR=%s\nCOMMIT=%s\n' "$source_abs" "$build_abs" \
@@ -190,9 +200,26 @@ run() {
   fi
   # The network bench on the GPU machine's CPU cores (not in `all`: ask for
   # it with KIT_STEPS=netbed): worlds of 2 and 4 CPU workers in network
-  # namespaces, where this machine has the root and the cores for them.
+  # namespaces, where this machine has the root and the cores for them. That
+  # machine has no iproute2: the kit carries Debian's ip and tc (used when
+  # `ip` is missing, or always with KIT_CARRIED_IPROUTE=1).
   if [ -n "${KIT_STEPS:-}" ] && want netbed; then
     echo "== netbed bench (CPU workers in network namespaces)"
+    if { ! command -v ip > /dev/null 2>&1 || [ -n "${KIT_CARRIED_IPROUTE:-}" ]; } &&
+       [ -x "$kit/iproute/bin/ip" ]; then
+      # The carried ip and tc, through wrappers that add their libraries
+      # after (not before) the environment's, which `ip netns exec` passes
+      # on to the binaries it starts.
+      mkdir -p "$kit/iproute/wrap"
+      for b in ip tc; do
+        printf '#!/bin/sh\nLD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}%s" exec %s "$@"\n' \
+          "$kit/iproute/lib" "$kit/iproute/bin/$b" > "$kit/iproute/wrap/$b"
+        chmod +x "$kit/iproute/wrap/$b"
+      done
+      PATH=$kit/iproute/wrap:$PATH
+      export PATH
+      echo "device_kit: using the kit's iproute2 ($(ip -V))"
+    fi
     if python3 tools/netbed.py probe > "$logs/netbed_probe.log" 2>&1; then
       nproc; grep -m1 'model name' /proc/cpuinfo || true
       timeout "${KIT_NETBED_SECONDS:-420}" python3 bench/netbed_bench.py --bin "$bin" \
