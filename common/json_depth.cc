@@ -8,6 +8,8 @@ absl::Status CheckJsonDepth(std::string_view json, int max_depth) {
   int depth = 0;
   bool in_string = false;
   bool escaped = false;
+  size_t string_start = 0;
+  bool after_empty_string = false;  // the last token was "" and only blanks followed
   for (size_t i = 0; i < json.size(); ++i) {
     const char c = json[i];
     if (in_string) {
@@ -17,12 +19,23 @@ absl::Status CheckJsonDepth(std::string_view json, int max_depth) {
         escaped = true;
       } else if (c == '"') {
         in_string = false;
+        after_empty_string = i == string_start + 1;
       }
       continue;
+    }
+    if (after_empty_string) {
+      if (c == ':') {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "the JSON has an object key that is empty (at byte %d); every key must name a "
+            "field",
+            i));
+      }
+      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') after_empty_string = false;
     }
     switch (c) {
       case '"':
         in_string = true;
+        string_start = i;
         break;
       case '[':
       case '{':

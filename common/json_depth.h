@@ -6,7 +6,9 @@
 // minutes of CPU), so every parser of untrusted JSON calls this first. The
 // scan is one pass with no allocation: brackets inside strings (escapes
 // included) do not count; anything else about the text is left to the
-// parser.
+// parser, except an empty object key ("": ...), which is refused too:
+// protobuf 3.21 takes {"": {}} inside a message without complaint and the
+// message it makes prints as JSON that parses to another one.
 #ifndef TAGI_COMMON_JSON_DEPTH_H_
 #define TAGI_COMMON_JSON_DEPTH_H_
 
@@ -21,7 +23,8 @@ namespace tagi {
 inline constexpr int kMaxJsonDepth = 128;
 
 // InvalidArgument naming the limit and the byte offset where the text goes
-// deeper than `max_depth` objects and arrays; OK otherwise.
+// deeper than `max_depth` objects and arrays, or where an empty key is; OK
+// otherwise.
 absl::Status CheckJsonDepth(std::string_view json, int max_depth = kMaxJsonDepth);
 
 }  // namespace tagi

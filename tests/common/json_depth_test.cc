@@ -45,5 +45,21 @@ TEST(ParseJobSpecJson, RefusesDeepNestingBeforeParsing) {
   EXPECT_THAT(spec.status().message(), HasSubstr("more than 128 deep"));
 }
 
+// An empty object key is refused wherever it stands (protobuf would take
+// {"": {}} in a message and print something else); an empty string as a
+// value, or "" inside a string, is not a key.
+TEST(CheckJsonDepth, RefusesAnEmptyObjectKey) {
+  for (const char* bad : {R"({"": 1})", R"({"layers": [{"": {}}]})", R"({"a": {"" : {}}})",
+                          "{\"x\": 1, \"\"\n\t :2}"}) {
+    const absl::Status st = CheckJsonDepth(bad);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("empty"), std::string_view::npos) << st;
+  }
+  for (const char* good : {R"({"name": ""})", R"({"a": ["", ""]})", R"({"q\"": "\"\""})",
+                           R"({"a": "\"\": 1"})"}) {
+    EXPECT_TRUE(CheckJsonDepth(good).ok()) << good << ": " << CheckJsonDepth(good);
+  }
+}
+
 }  // namespace
 }  // namespace tagi
