@@ -46,9 +46,7 @@ void OverlappedReduce::Release(size_t units) {
 }
 
 void OverlappedReduce::Ready(size_t ready_from) {
-  size_t n = released_here_;
-  while (n < buckets_.size() && buckets_[n].begin >= ready_from) ++n;
-  Release(n);
+  Release(spec::BucketsReady(buckets_, ready_from));
 }
 
 bool OverlappedReduce::Settled() const {
