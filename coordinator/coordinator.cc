@@ -71,6 +71,7 @@ bool IsTerminal(JobState s) {
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
     : options_(std::move(options)),
+      lifecycle_{options_.max_restarts},
       clock_(clock),
       wall_offset_(absl::Now() - clock.Now()),
       fs_(options_.fs != nullptr ? *options_.fs : real_fs_) {
@@ -109,7 +110,10 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
                                           "): every worker-scoped call will be refused"));
     }
   }
-  if (!options_.state_dir.empty()) LoadState();
+  if (!options_.state_dir.empty()) {
+    LoadState();
+    LoadSnapshots();
+  }
 }
 
 Coordinator::~Coordinator() {
@@ -247,17 +251,7 @@ absl::StatusOr<Job> Coordinator::Cancel(const std::string& id) {
   Lock lock(this);
   auto r = FindJob(id);
   if (!r.ok()) return r.status();
-  JobRecord& rec = **r;
-  if (IsTerminal(rec.job.state())) {
-    if (!FinalSavedLocked(rec)) {
-      return absl::UnavailableError(absl::StrFormat(
-          "job %s is ending as %s; its state is not saved yet", id,
-          JobStateName(rec.job.state())));
-    }
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "job %s is already %s", id, JobStateName(rec.job.state())));
-  }
-  EndJobLocked(rec, tagi::v1::CANCELLED, "cancelled by the user");
+  if (auto st = ApplyLocked(**r, CancelRequested{}); !st.ok()) return st;
   AwaitSavedLocked(id);
   auto after = FindJob(id);
   if (!after.ok()) return after.status();
@@ -549,45 +543,10 @@ void Coordinator::ScheduleLocked() {
   bool started = false;
   for (const Placement& p :
        DecidePlacements(clock_.Now(), queue, WorkerViewsLocked(), options_.membership)) {
-    StartJobLocked(jobs_.at(p.job_id), p);
-    started = true;
+    // Chosen among the pending jobs whose back-off is over: it applies.
+    started |= ApplyLocked(jobs_.at(p.job_id), Placed{p.workers, p.reason}).ok();
   }
   if (started) AnswerPollsLocked();
-}
-
-void Coordinator::StartJobLocked(JobRecord& r, const Placement& p) {
-  Job& job = r.job;
-  job.set_state(tagi::v1::RUNNING);
-  job.set_generation(job.generation() + 1);
-  // When the job first started: a later generation (a recovery, a resize)
-  // does not move it.
-  if (job.start_time_ms() == 0) job.set_start_time_ms(NowMs());
-  r.generation_started = clock_.Now();
-  job.set_reason(p.reason);
-  job.clear_workers();
-  job.set_world_size(static_cast<uint32_t>(p.workers.size()));  // elastic: as placed
-  r.finished.assign(p.workers.size(), false);
-  r.max_reported_step = 0;
-  ++jobs_started_;
-  ChooseResumeLocked(r);
-  RecordWorldLocked(r);
-  for (size_t rank = 0; rank < p.workers.size(); ++rank) {
-    job.add_workers(p.workers[rank]);
-    WorkerRecord& w = workers_.at(p.workers[rank]);
-    w.job_id = job.id();
-    w.info.set_state("BUSY");
-    w.info.set_job_id(job.id());
-    w.info.set_rank(static_cast<uint32_t>(rank));
-    w.assignment.set_job_id(job.id());
-    w.assignment.set_generation(job.generation());
-    w.assignment.set_rank(static_cast<uint32_t>(rank));
-    w.assignment.set_world_size(job.world_size());
-    *w.assignment.mutable_spec() = job.spec();
-    w.assignment.set_resume(r.resume != nullptr);
-    w.assignment.set_resume_global_step(r.resume_step);
-  }
-  Changed(r);
-  PersistLocked(r);
 }
 
 void Coordinator::RecordWorldLocked(JobRecord& r) {
@@ -644,13 +603,9 @@ void Coordinator::MaybeGrowLocked(JobRecord& r) {
   const std::optional<Growth> growth =
       DecideGrowth(clock_.Now(), view, queue, WorkerViewsLocked(), options_.membership);
   if (!growth.has_value()) return;
-  const std::string reason = absl::StrFormat("%s (the snapshot of step %d)", growth->reason,
-                                             r.newest_step);
-  std::fprintf(stderr, "tagi-coordinator: job %s generation %d: %s\n", job.id().c_str(),
-               static_cast<int>(job.generation()), reason.c_str());
-  r.job.set_resizes(job.resizes() + 1);
-  r.grew_ms = NowMs();
-  EndGenerationLocked(r, reason, absl::StrCat("growing: ", reason), /*planned=*/true);
+  ApplyLocked(r, Grow{absl::StrFormat("%s (the snapshot of step %d)", growth->reason,
+                                      r.newest_step)})
+      .IgnoreError();  // RUNNING: it applies
 }
 
 void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {
@@ -661,48 +616,6 @@ void Coordinator::ReleaseWorkerLocked(const std::string& worker_id) {
   it->second.info.clear_rank();  // an idle worker holds no rank (REST showed the last one)
   it->second.info.set_state(it->second.gone ? "GONE" : "IDLE");
   ++epoch_;
-}
-
-void Coordinator::EndJobLocked(JobRecord& r, JobState state, const std::string& reason) {
-  const bool was_running = r.job.state() == tagi::v1::RUNNING;
-  r.job.set_state(state);
-  r.job.set_reason(reason);
-  r.job.set_end_time_ms(NowMs());
-  r.ended_at = clock_.Now();
-  store_.DeletePrefix(absl::StrCat("job/", r.job.id(), "/"));
-  // A rank waiting for a key its peers can no longer set hears now, as the
-  // store calls after this one do (RunningJob), and reports back.
-  EndStoreWaitsLocked(r.job.id(), absl::AbortedError(absl::StrFormat(
-                                      "job %s is %s", r.job.id(), JobStateName(state))));
-  r.resume.reset();
-  r.newest.reset();  // what is on disk stays until retention removes the job
-  r.awaiting.reset();
-  if (was_running && state != tagi::v1::SUCCEEDED) {
-    // Tell the ranks now rather than at their next progress report.
-    const auto d = state == tagi::v1::CANCELLED ? tagi::v1::CANCEL : tagi::v1::ABORT;
-    for (const std::string& id : r.job.workers()) {
-      auto w = workers_.find(id);
-      if (w != workers_.end() && w->second.job_id == r.job.id()) {
-        DirectLocked(w->second, d, r.job.id(), r.job.generation(), reason);
-      }
-    }
-  }
-  Changed(r);
-  r.end_version = r.version;
-  PersistLocked(r);
-  ScheduleLocked();
-}
-
-void Coordinator::MaybeSucceedLocked(JobRecord& r) {
-  if (r.job.state() != tagi::v1::RUNNING) return;
-  if (!std::all_of(r.finished.begin(), r.finished.end(), [](bool f) { return f; })) return;
-  if (!r.model_ready) {
-    EndJobLocked(r, tagi::v1::FAILED, "every rank finished but rank 0 uploaded no model");
-    return;
-  }
-  EndJobLocked(r, tagi::v1::SUCCEEDED,
-               absl::StrCat("trained ", Counted(r.job.spec().epochs(), "epoch"), " on ",
-                            Counted(r.job.world_size(), "worker")));
 }
 
 void Coordinator::ForgetGoneWorkersLocked() {

@@ -61,6 +61,7 @@
 #include "common/store.h"
 #include "common/file_util.h"
 #include "common/worker_credentials.h"
+#include "coordinator/job_lifecycle.h"
 #include "coordinator/membership.h"
 #include "coordinator/retention.h"
 #include "coordinator/snapshot_store.h"
@@ -348,6 +349,13 @@ class Coordinator {
     std::shared_ptr<const std::string> newest;
     uint64_t newest_step = 0;
     uint64_t newest_epoch = 0;
+    // The newest snapshot in the state dir of a job reloaded recovering
+    // (LoadSnapshots), until a newer one arrives; `loaded_source` says which
+    // file, or why there is none.
+    std::shared_ptr<const std::string> loaded;
+    uint64_t loaded_step = 0;
+    uint64_t loaded_epoch = 0;
+    std::string loaded_source;
     // A verified snapshot past the last epoch whose metrics rank 0 has
     // reported: it becomes `newest` (and is written) once they arrive, so
     // that a restart never resumes past metrics the state dir lacks; a
@@ -404,8 +412,14 @@ class Coordinator {
   void Touch(WorkerRecord& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartJobLocked(JobRecord& r, const Placement& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndJobLocked(JobRecord& r, tagi::v1::JobState state, const std::string& reason)
+  // The job's lifecycle (job_lifecycle.h): what DecideJobEvent reads of it,
+  // and every change of its state: the transition `event` makes, applied
+  // (coordinator_lifecycle.cc). Not OK when the event does not apply to the
+  // job's state; nothing changed then.
+  JobLife LifeLocked(const JobRecord& r) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status ApplyLocked(JobRecord& r, const JobEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // JobEffect::kStartGeneration: the placed ranks get their assignments.
+  void StartGenerationLocked(JobRecord& r, const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseWorkerLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RunningJobLocked, and `worker` must hold a rank in that generation.
@@ -430,18 +444,6 @@ class Coordinator {
   // A progress report of the job's failed generation, before the next one
   // started: raises the last recovery's failed_at_step to what it reached.
   void NoteLateProgressLocked(JobRecord& rec, const tagi::v1::ProgressReport& report)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the current generation of a running job after a failure: the job
-  // resumes with a new generation (or FAILS after max_restarts).
-  void FailGenerationLocked(JobRecord& r, const std::string& reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The part of it a planned re-formation shares: the ranks get ABORT
-  // (`reason`), are released, and the job waits (PENDING, `state_reason`)
-  // for its next generation. After a failure a rank is placed again only
-  // once it asks (it may be dead); `planned` (growth) keeps them ready, so
-  // that the next generation is formed with them, not without them.
-  void EndGenerationLocked(JobRecord& r, const std::string& reason,
-                           const std::string& state_reason, bool planned = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // At a snapshot point of a running elastic job (its newest snapshot was
   // just accepted): ends the generation when DecideGrowth says it grows;
@@ -529,8 +531,13 @@ class Coordinator {
   void RemoveJobFilesLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveOrphanFilesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoadState();
+  // After LoadState: the newest snapshot of every job that resumes, read
+  // from the state dir without holding mu_ (ChooseResumeLocked never reads
+  // the disk).
+  void LoadSnapshots();
 
   const CoordinatorOptions options_;
+  const LifecycleOptions lifecycle_;
   Clock& clock_;
   // Wall time minus clock_.Now(), read once at construction: timestamps
   // are clock_.Now() + wall_offset_, so they follow a FakeClock in tests
@@ -586,9 +593,6 @@ class Coordinator {
 // Maps between absl and gRPC-style job ids etc. are elsewhere; this returns
 // the protocol-neutral name of a state ("RUNNING").
 std::string JobStateName(tagi::v1::JobState state);
-// The reason of the recovery a restarted coordinator records for each job
-// that was running.
-inline constexpr char kCoordinatorRestarted[] = "the coordinator restarted";
 bool IsTerminal(tagi::v1::JobState state);
 // What a pending job waits for ("waiting for 3 idle workers", "... for 1 to
 // 3 ...": an elastic job's bounds).

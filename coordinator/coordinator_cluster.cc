@@ -307,17 +307,16 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
   }
   if (rec.job.state() == tagi::v1::RUNNING && !req.ok() && req.retryable()) {
     rec.max_reported_step = std::max<uint64_t>(rec.max_reported_step, req.progress().global_step());
-    FailGenerationLocked(rec, absl::StrFormat("rank %d (worker %s): %s", req.rank(),
-                                              req.worker_id(), Clip(req.reason())));
-    return absl::OkStatus();
+    return ApplyLocked(rec, RankFailed{absl::StrFormat("rank %d (worker %s): %s", req.rank(),
+                                                       req.worker_id(), Clip(req.reason()))});
   }
   rec.finished[req.rank()] = true;
   ReleaseWorkerLocked(req.worker_id());
   if (rec.job.state() == tagi::v1::RUNNING) {
     if (!req.ok()) {
-      EndJobLocked(rec, tagi::v1::FAILED,
-                   absl::StrFormat("rank %d (worker %s): %s", req.rank(), req.worker_id(),
-                                   Clip(req.reason())));
+      ApplyLocked(rec, RankGaveUp{absl::StrFormat("rank %d (worker %s): %s", req.rank(),
+                                                  req.worker_id(), Clip(req.reason()))})
+          .IgnoreError();  // RUNNING: it applies
     } else {
       if (req.rank() == 0) *rec.job.mutable_progress() = MergedProgress(rec, req.progress());
       Changed(rec);

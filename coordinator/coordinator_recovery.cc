@@ -20,7 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using tagi::v1::Job;
 
-constexpr int kMaxRecoveries = 100;      // kept per job
 constexpr size_t kMaxJobFileBytes = 64 << 20;
 
 // "w-12" -> 12; nullopt for anything else.
@@ -222,100 +221,8 @@ void Coordinator::WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
   JobRecord& r = job->second;
   const std::string why =
       absl::StrFormat("worker %s (rank %d) failed: %s", w.info.id(), w.assignment.rank(), reason);
-  if (r.job.state() == tagi::v1::RUNNING) {
-    FailGenerationLocked(r, why);
-  } else {
-    ReleaseWorkerLocked(w.info.id());
-  }
-}
-
-void Coordinator::FailGenerationLocked(JobRecord& r, const std::string& reason) {
-  Job& job = r.job;
-  const uint64_t gen = job.generation();
-  // A step that held NaN or Inf is never applied (nor are impossible
-  // evaluation sums reported), and the generation resumes from the last
-  // snapshot; the same again from the same snapshot is no passing fault (a
-  // rank's data, hardware or code gives it).
-  std::string fatal;
-  if (absl::StrContains(reason, kNonFiniteStepReason) ||
-      absl::StrContains(reason, kImpossibleEvalReason)) {
-    const uint64_t from = job.snapshot_step();
-    if (r.nonfinite_from == from) {
-      fatal = absl::StrFormat("%s; again after resuming from step %d, so the job stops", reason,
-                              from);
-    }
-    r.nonfinite_from = from;
-  }
-  if (!fatal.empty() || static_cast<int>(job.restarts()) >= options_.max_restarts) {
-    if (fatal.empty()) {
-      fatal = absl::StrFormat("%s (gave up after %d restarts)", reason, job.restarts());
-    }
-    Log(absl::StrFormat("job %s generation %d failed: %s", job.id(), gen, fatal));
-    std::vector<std::string> ranks(job.workers().begin(), job.workers().end());
-    EndJobLocked(r, tagi::v1::FAILED, fatal);
-    for (const std::string& id : ranks) {
-      auto w = workers_.find(id);
-      if (w != workers_.end() && w->second.job_id == job.id()) ReleaseWorkerLocked(id);
-    }
-    return;
-  }
-  // Quick failures in a row wait before the next generation.
-  r.quick_failures = clock_.Now() - r.generation_started < kQuickGeneration ? r.quick_failures + 1 : 0;
-  const absl::Duration delay = RestartDelay(r.quick_failures);
-  r.not_before = clock_.Now() + delay;
-  tagi::v1::Recovery& rec = *job.add_recoveries();
-  rec.set_failed_generation(gen);
-  rec.set_reason(reason);
-  rec.set_detected_ms(NowMs());
-  rec.set_failed_at_step(std::max<uint64_t>(r.max_reported_step, job.progress().global_step()));
-  if (job.recoveries_size() > kMaxRecoveries) job.mutable_recoveries()->DeleteSubrange(0, 1);
-  job.set_restarts(job.restarts() + 1);
-  r.grew_ms = 0;
-  if (r.awaiting != nullptr) {
-    // Resuming from it keeps "at most one snapshot interval redone"; the
-    // metrics of the epochs it finished are lost if rank 0 never reports
-    // them (it died within a heartbeat of the epoch's end).
-    Log(absl::StrFormat("job %s: resuming from step %d although rank 0 had not reported the "
-                        "metrics of its epoch %d yet",
-                        job.id(), r.awaiting_step, r.awaiting_epoch));
-    AcceptSnapshotLocked(r, r.awaiting_step, r.awaiting_epoch, std::move(r.awaiting));
-    r.awaiting.reset();
-  }
-  Log(absl::StrFormat("job %s generation %d ended: %s (restart %d)", job.id(), gen, reason,
-                      job.restarts()));
-  EndGenerationLocked(
-      r, reason,
-      delay > absl::ZeroDuration()
-          ? absl::StrFormat("recovering after %s (%d generations in a row failed within %s of "
-                            "their start): %s",
-                            absl::FormatDuration(delay), r.quick_failures,
-                            absl::FormatDuration(kQuickGeneration), reason)
-          : absl::StrCat("recovering: ", reason));
-}
-
-void Coordinator::EndGenerationLocked(JobRecord& r, const std::string& reason,
-                                      const std::string& state_reason, bool planned) {
-  Job& job = r.job;
-  r.previous_workers.assign(job.workers().begin(), job.workers().end());
-  for (const std::string& id : r.previous_workers) {
-    auto it = workers_.find(id);
-    if (it == workers_.end() || it->second.job_id != job.id()) continue;
-    WorkerRecord& w = it->second;
-    DirectLocked(w, tagi::v1::ABORT, job.id(), job.generation(), reason);
-    ReleaseWorkerLocked(id);
-    if (!planned) w.checked_in = false;  // placed again once it asks for work
-  }
-  store_.DeletePrefix(absl::StrCat("job/", job.id(), "/"));
-  EndStoreWaitsLocked(job.id(), absl::AbortedError(absl::StrFormat(
-                                    "job %s generation %d is over: %s", job.id(),
-                                    job.generation(), reason)));
-  r.resume.reset();
-  job.set_state(tagi::v1::PENDING);
-  r.pending_since = clock_.Now();
-  job.set_reason(absl::StrCat(state_reason, "; ", JobWaitingReason(job)));
-  Changed(r);
-  PersistLocked(r);
-  ScheduleLocked();
+  // Not running (recovering, or ending): the worker just leaves it.
+  if (!ApplyLocked(r, RankFailed{why}).ok()) ReleaseWorkerLocked(w.info.id());
 }
 
 void Coordinator::ChooseResumeLocked(JobRecord& r) {
@@ -333,20 +240,15 @@ void Coordinator::ChooseResumeLocked(JobRecord& r) {
     r.resume_step = r.newest_step;
     epoch = r.newest_epoch;
     source = absl::StrFormat("step %d as received", r.resume_step);
+  } else if (r.loaded != nullptr) {
+    // Read from the state dir by LoadState, outside the lock.
+    r.resume = r.loaded;
+    r.resume_step = r.loaded_step;
+    epoch = r.loaded_epoch;
+    source = r.loaded_source;
   } else {
-    auto latest = snapshots_->Latest(job.id());
-    if (!latest.ok()) {
-      source = absl::StrCat("from the job seed: ", latest.status().message());
-    } else {
-      r.resume = std::make_shared<const std::string>(EncodeSnapshot(latest->snapshot));
-      r.resume_step = latest->snapshot.global_step;
-      epoch = latest->snapshot.epoch;
-      source = fs::path(latest->path).filename().string();
-      if (!latest->skipped.empty()) {
-        snapshots_rejected_ += latest->skipped.size();
-        source = absl::StrCat(source, "; skipped ", absl::StrJoin(latest->skipped, "; "));
-      }
-    }
+    source = absl::StrCat("from the job seed: ",
+                          r.loaded_source.empty() ? "no snapshot was received" : r.loaded_source);
   }
   if (r.resume != nullptr) {
     for (const auto& e : job.progress().epochs()) {
@@ -460,6 +362,7 @@ bool Coordinator::EndedGenerationSnapshotLocked(const JobRecord& rec, uint64_t g
 
 void Coordinator::AcceptSnapshotLocked(JobRecord& rec, uint64_t step, uint64_t epoch,
                                        std::shared_ptr<const std::string> bytes) {
+  rec.loaded.reset();  // newer
   rec.newest = bytes;
   rec.newest_step = step;
   rec.newest_epoch = epoch;
@@ -527,25 +430,50 @@ void Coordinator::LoadState() {
       const fs::path model = root / "models" / (j.id() + ".tagi");
       r.model_ready = fs::exists(model, ec);
       if (r.model_ready) r.model_path = model.string();
-    } else if (j.state() == tagi::v1::PENDING && j.generation() > 0) {
-      r.previous_workers.assign(j.workers().begin(), j.workers().end());  // was recovering
-    } else if (j.state() == tagi::v1::RUNNING) {
-      tagi::v1::Recovery& rec = *j.add_recoveries();
-      rec.set_failed_generation(j.generation());
-      rec.set_reason(kCoordinatorRestarted);
-      rec.set_detected_ms(NowMs());
-      rec.set_failed_at_step(j.progress().global_step());
-      j.set_restarts(j.restarts() + 1);
-      r.previous_workers.assign(j.workers().begin(), j.workers().end());
-      j.set_state(tagi::v1::PENDING);
-      j.set_reason(absl::StrCat("recovering: the coordinator restarted; ", JobWaitingReason(j)));
-      PersistLocked(r);
     }
+    // A job that was running recovers; one that was recovering keeps its ranks.
+    ApplyLocked(r, CoordinatorRestarted{}).IgnoreError();  // applies in every state
     startup_log_.push_back(Log(absl::StrFormat("reloaded job %s: %s, generation %d", j.id(),
                                                JobStateName(j.state()), j.generation())));
   }
   RemoveOrphanFilesLocked();
   PruneEndedLocked();
+}
+
+void Coordinator::LoadSnapshots() {
+  std::vector<std::string> resuming;
+  {
+    Lock lock(this);
+    for (const auto& [id, r] : jobs_) {
+      if (r.job.state() == tagi::v1::PENDING && r.job.generation() > 0) resuming.push_back(id);
+    }
+  }
+  for (const std::string& id : resuming) {
+    // The disk is read without the lock: the newest snapshot that decodes.
+    absl::StatusOr<LatestSnapshot> latest = snapshots_->Latest(id);
+    std::shared_ptr<const std::string> bytes;
+    std::string source;
+    if (!latest.ok()) {
+      source = std::string(latest.status().message());
+    } else {
+      bytes = std::make_shared<const std::string>(EncodeSnapshot(latest->snapshot));
+      source = fs::path(latest->path).filename().string();
+      if (!latest->skipped.empty()) {
+        source = absl::StrCat(source, "; skipped ", absl::StrJoin(latest->skipped, "; "));
+      }
+    }
+    Lock lock(this);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    JobRecord& r = it->second;
+    r.loaded_source = source;
+    if (latest.ok()) {
+      snapshots_rejected_ += latest->skipped.size();
+      r.loaded = std::move(bytes);
+      r.loaded_step = latest->snapshot.global_step;
+      r.loaded_epoch = latest->snapshot.epoch;
+    }
+  }
 }
 
 }  // namespace tagi::coordinator
