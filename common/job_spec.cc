@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 #include "common/json_depth.h"
 #include "spec/network_proto.h"
 #include "spec/plan.h"

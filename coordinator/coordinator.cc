@@ -73,7 +73,7 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock& clock)
     : options_(std::move(options)),
       lifecycle_{options_.max_restarts},
       clock_(clock),
-      wall_offset_(absl::Now() - clock.Now()),
+      wall_offset_(clock.WallNow() - clock.Now()),
       fs_(options_.fs != nullptr ? *options_.fs : real_fs_) {
   if (!options_.state_dir.empty()) {
     snapshot_dir_ = (std::filesystem::path(options_.state_dir) / "snapshots").string();
@@ -268,7 +268,7 @@ absl::StatusOr<Job> Coordinator::WaitForChange(const std::string& id, uint64_t& 
     auto it = jobs_.find(id);
     return it == jobs_.end() || it->second.version > seen;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&changed), std::min(timeout, options_.max_wait));
+  clock_.AwaitWithTimeout(mu_, absl::Condition(&changed), std::min(timeout, options_.max_wait));
   r = FindJob(id);
   if (!r.ok()) return r.status();
   seen = (*r)->version;
@@ -459,7 +459,7 @@ absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::
   auto assigned = [this, w, started]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !w->job_id.empty() || jobs_started_ != started;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&assigned), std::min(wait, options_.max_wait));
+  clock_.AwaitWithTimeout(mu_, absl::Condition(&assigned), std::min(wait, options_.max_wait));
   return RendezvousReplyLocked(*w);
 }
 

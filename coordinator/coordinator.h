@@ -158,6 +158,10 @@ class Coordinator {
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
+  // The clock every wait and timestamp of the coordinator (and its
+  // services) reads.
+  Clock& clock() const { return clock_; }
+
   // What the constructor found in the state dir, for the log.
   const std::vector<std::string>& startup_log() const { return startup_log_; }
 

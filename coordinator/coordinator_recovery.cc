@@ -151,7 +151,7 @@ absl::StatusOr<std::optional<tagi::v1::SessionDirective>> Coordinator::NextDirec
   if (it == workers_.end()) return absl::CancelledError("unknown worker");
   WorkerRecord* w = &it->second;  // records are never erased
   auto ready = [w, token]() { return w->session != token || !w->outbox.empty(); };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), std::min(wait, options_.max_wait));
+  clock_.AwaitWithTimeout(mu_, absl::Condition(&ready), std::min(wait, options_.max_wait));
   if (w->session != token) return absl::CancelledError("the session ended");
   if (w->outbox.empty()) return std::optional<tagi::v1::SessionDirective>();
   tagi::v1::SessionDirective d = std::move(w->outbox.front());

@@ -66,7 +66,7 @@ void Coordinator::AwaitSavedLocked(const std::string& id) {
     return j == jobs_.end() || j->second.saved_version >= version ||
            saved_failed_ != failed_before;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&done), options_.save_wait);
+  clock_.AwaitWithTimeout(mu_, absl::Condition(&done), options_.save_wait);
 }
 
 void Coordinator::PersistLocked(const JobRecord& r) {

@@ -338,7 +338,7 @@ int Run(const Options& opt) {
   std::thread ticker([&] {
     while (!stop.load()) {
       coordinator.Tick();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      clock.SleepFor(absl::Milliseconds(100));
     }
   });
   int sig = 0;

@@ -501,7 +501,8 @@ class SessionReactor final
 
   ClusterService& s_;
   grpc::CallbackServerContext* const ctx_;
-  const absl::Time created_ = RealClock().Now();  // steady: a wall-clock step changes nothing
+  // On the coordinator's clock (steady: a wall-clock step changes nothing).
+  const absl::Time created_ = s_.c_.clock().Now();
   std::weak_ptr<SessionReactor> self_;
   tagi::v1::SessionMessage in_;  // the reads' own (one read at a time)
   std::string caller_;           // set by Start: whose credentials the stream has
@@ -594,12 +595,12 @@ void ClusterService::KeepAliveLoop() {
     {
       absl::MutexLock lock(&sessions_mu_);
       auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(sessions_mu_) { return stopping_; };
-      sessions_mu_.AwaitWithTimeout(absl::Condition(&stopping), keepalive_);
+      c_.clock().AwaitWithTimeout(sessions_mu_, absl::Condition(&stopping), keepalive_);
       if (stopping_) return;
       open.reserve(sessions_.size());
       for (const auto& [raw, owned] : sessions_) open.push_back(owned);
     }
-    const absl::Time now = RealClock().Now();
+    const absl::Time now = c_.clock().Now();
     for (const auto& r : open) {
       r->EndIfUnopenedBy(now, r->created() + kFirstMessageTimeout);
       r->Pump(true);

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 #include "spec/kinds.h"
 
 namespace tagi::spec {

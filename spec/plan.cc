@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
 
 namespace tagi::spec {
 namespace {
@@ -128,7 +127,7 @@ class Planner {
 }  // namespace
 
 absl::StatusOr<Plan> MakePlan(const Architecture& arch, const PlanOptions& options) {
-  TAGI_RETURN_IF_ERROR(ValidateArchitecture(arch));
+  if (absl::Status st = ValidateArchitecture(arch); !st.ok()) return st;
   if (options.max_batch == 0 || options.align_floats == 0) {
     return absl::InvalidArgumentError("plan: max_batch and align_floats must be at least 1");
   }

@@ -22,10 +22,10 @@ Agent::Agent(AgentOptions options, Clock& clock)
 void Agent::Backoff(int attempt) {
   const absl::Time until =
       clock_.Now() + BackoffDelay(attempt, options_.max_backoff,
-                                  static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
-  while (!stop_ && clock_.Now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+                                  static_cast<uint64_t>(absl::ToUnixNanos(clock_.WallNow())));
+  absl::MutexLock lock(&stop_mu_);  // Stop() wakes it
+  auto stopping = [this]() { return stop_.load(); };
+  clock_.AwaitWithDeadline(stop_mu_, absl::Condition(&stopping), until);
 }
 
 bool Agent::RegisterWithRetry() {
@@ -95,7 +95,7 @@ int Agent::Run() {
       so.on_connected = [m](bool connected) { m->SetCoordinatorConnected(connected); };
     }
     session.reset();
-    session.emplace(client_, so);
+    session.emplace(client_, so, clock_);
     session->Start();
   };
   start_session();

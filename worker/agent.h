@@ -41,7 +41,10 @@ class Agent {
   // Returns 0 after Stop() or max_jobs, 1 on a permanent error (e.g. the
   // coordinator speaks another protocol version).
   int Run();
-  void Stop() { stop_ = true; }
+  void Stop() {
+    absl::MutexLock lock(&stop_mu_);
+    stop_ = true;
+  }
 
  private:
   bool RegisterWithRetry();
@@ -52,6 +55,7 @@ class Agent {
   AgentOptions options_;
   Clock& clock_;
   CoordinatorClient client_;
+  absl::Mutex stop_mu_;  // held to set stop_, so that a back-off wakes
   std::atomic<bool> stop_{false};
   std::string worker_id_;
   absl::Duration heartbeat_ = absl::Seconds(1);  // from the coordinator

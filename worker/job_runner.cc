@@ -23,6 +23,7 @@
 #include "worker/data/loader.h"
 #include "worker/engine/model_file.h"
 #include "worker/metrics.h"
+#include "worker/snapshot_uploader.h"
 #include "worker/trainer.h"
 
 namespace tagi {
@@ -30,125 +31,6 @@ namespace {
 
 using tagi::v1::Assignment;
 using tagi::v1::JobProgress;
-
-// Rank 0's snapshots: Offer() copies the state at a step boundary and
-// returns at once; a background thread encodes and uploads the newest one
-// offered (an older one still waiting is replaced: only the newest counts).
-// An upload that fails because the coordinator cannot be reached is tried
-// again every kRetryPause until it is stored or refused, or a newer one is
-// offered. One answered ABORTED (the coordinator ended this generation, e.g.
-// it restarted meanwhile, keeping the snapshot when it was its newest) is
-// remembered: a rank 0 holding for the coordinator then aborts the attempt
-// instead of training on in a generation that is over.
-constexpr absl::Duration kRetryPause = absl::Milliseconds(250);
-
-class SnapshotUploader {
- public:
-  SnapshotUploader(CoordinatorClient& client, const std::string& worker_id, const Assignment& a)
-      : client_(client), worker_id_(worker_id), a_(a), thread_([this] { Loop(); }) {}
-  ~SnapshotUploader() {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    thread_.join();
-  }
-  void Offer(Snapshot s) {
-    absl::MutexLock lock(&mu_);
-    pending_ = std::move(s);
-    retry_ = false;
-  }
-  // Waits (bounded) until the newest offer has been uploaded or refused.
-  void Drain(absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !pending_.has_value() && !busy_;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
-  }
-  // Waits until the newest offer has been uploaded or refused (while the
-  // coordinator cannot be reached the uploader retries it), for at most
-  // `timeout`, giving up early once `control` is aborted. False when it is
-  // still pending.
-  // What the coordinator answered when it ended this generation, if it did.
-  std::optional<std::string> GenerationEnded() {
-    absl::MutexLock lock(&mu_);
-    return ended_;
-  }
-  bool DrainUnlessAborted(AttemptControl& control, absl::Duration timeout) {
-    const absl::Time until = absl::Now() + timeout;
-    while (absl::Now() < until && !control.aborted()) {
-      absl::MutexLock lock(&mu_);
-      auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !pending_.has_value() && !busy_;
-      };
-      if (mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Milliseconds(100))) return true;
-    }
-    return false;
-  }
-
- private:
-  // A failure that says nothing about the snapshot: the coordinator could
-  // not be reached. The upload is tried again.
-  static bool Unreachable(const absl::Status& st) {
-    return absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st);
-  }
-
-  void Loop() {
-    while (true) {
-      Snapshot s;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stop_ || pending_.has_value();
-        };
-        mu_.Await(absl::Condition(&ready));  // Offer or the destructor wakes it
-        if (stop_) return;
-        if (retry_) {  // the coordinator was unreachable: pause before trying again
-          retry_ = false;
-          mu_.AwaitWithTimeout(absl::Condition(&stop_), kRetryPause);
-          if (stop_) return;
-          if (!pending_.has_value()) continue;
-        }
-        s = std::move(*pending_);
-        pending_.reset();
-        busy_ = true;
-      }
-      tagi::v1::SnapshotChunk header;
-      header.set_worker_id(worker_id_);
-      header.set_job_id(a_.job_id());
-      header.set_generation(a_.generation());
-      header.set_global_step(s.global_step);
-      const absl::Status st = client_.UploadSnapshot(header, EncodeSnapshot(s));
-      if (!st.ok()) {
-        std::fprintf(stderr, "tagi-worker %s: job %s: snapshot at step %d not stored: %s\n",
-                     worker_id_.c_str(), a_.job_id().c_str(), static_cast<int>(s.global_step),
-                     std::string(st.message()).c_str());
-      }
-
-      absl::MutexLock lock(&mu_);
-      busy_ = false;
-      if (absl::IsAborted(st)) ended_ = std::string(st.message());
-      if (Unreachable(st) && !pending_.has_value()) {
-        pending_ = std::move(s);  // not stored, nothing newer: it is tried again
-        retry_ = true;
-      }
-    }
-  }
-
-  CoordinatorClient& client_;
-  const std::string worker_id_;
-  const Assignment a_;
-  absl::Mutex mu_;
-  std::optional<Snapshot> pending_ ABSL_GUARDED_BY(mu_);
-  // Why the coordinator said this generation is over (an upload answered
-  // ABORTED); empty until it did.
-  std::optional<std::string> ended_ ABSL_GUARDED_BY(mu_);
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
-  bool retry_ ABSL_GUARDED_BY(mu_) = false;  // pending_ failed for want of the coordinator
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
 
 // Every rank publishes the fingerprint of the data set it loaded and of its
 // initial parameters, and compares them with rank 0's (common/group_sync.h:
@@ -490,7 +372,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
   progress.set_group_seconds(absl::ToDoubleSeconds(clock.Now() - group_start));
 
   std::optional<SnapshotUploader> snapshots;
-  if (a.rank() == 0) snapshots.emplace(client, options.worker_id, a);
+  if (a.rank() == 0) snapshots.emplace(client, options.worker_id, a, clock);
   const uint64_t interval = spec.snapshot_interval();
   const double global_batch = static_cast<double>(spec.batch_size()) * a.world_size();
   // Under this generation's world: the rest of its first epoch, then whole
@@ -521,7 +403,7 @@ absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
       const bool first_step = progress.first_step_ms() == 0;
       if (first_step) {
         // Wall time: compared with the coordinator's failure timestamps.
-        progress.set_first_step_ms(absl::ToUnixMillis(absl::Now()));
+        progress.set_first_step_ms(absl::ToUnixMillis(clock.WallNow()));
         progress.set_rendezvous_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
       }
       const double sec = absl::ToDoubleSeconds(elapsed);

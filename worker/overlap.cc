@@ -63,7 +63,7 @@ absl::Status OverlappedReduce::Finish() {
   const auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done_ == units_ || !status_.ok();
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&finished), limit)) {
+  if (!clock_.AwaitWithTimeout(mu_, absl::Condition(&finished), limit)) {
     status_ = absl::DeadlineExceededError(absl::StrCat(
         "the bucketed all-reduce did not finish within ", absl::FormatDuration(limit)));
     collective_.Abort();
@@ -84,7 +84,7 @@ void OverlappedReduce::Abandon() {
   if (status_.ok()) status_ = absl::AbortedError("the step was abandoned mid-reduction");
   collective_.Abort();
   const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; };
-  mu_.AwaitWithTimeout(absl::Condition(&idle), 2 * timeout_);
+  clock_.AwaitWithTimeout(mu_, absl::Condition(&idle), 2 * timeout_);
 }
 
 absl::Status OverlappedReduce::ReduceUnit(size_t unit) {

@@ -26,8 +26,8 @@ const char* DirectiveName(tagi::v1::Directive d) {
 
 }  // namespace
 
-Session::Session(CoordinatorClient& client, SessionOptions options)
-    : client_(client), options_(std::move(options)) {}
+Session::Session(CoordinatorClient& client, SessionOptions options, Clock& clock)
+    : client_(client), clock_(clock), options_(std::move(options)) {}
 
 Session::~Session() { Stop(); }
 
@@ -110,9 +110,9 @@ bool Session::RunStream() {
   }
   std::atomic<bool> reader_done{false};
   std::atomic<bool> heard{false};
-  // On the steady clock: a wall-clock step on this host (NTP, an operator)
-  // must not look like a silent coordinator.
-  RealClock steady;
+  // On the injected (steady) clock: a wall-clock step on this host (NTP, an
+  // operator) must not look like a silent coordinator.
+  Clock& steady = clock_;
   std::atomic<int64_t> last_heard_ns{absl::ToUnixNanos(steady.Now())};
   std::thread reader;
   bool clean = false;
@@ -139,7 +139,7 @@ bool Session::RunStream() {
         };
         const absl::Duration every =
             attempt_ != nullptr ? options_.report_interval : options_.heartbeat;
-        mu_.AwaitWithTimeout(absl::Condition(&ready), every);
+        clock_.AwaitWithTimeout(mu_, absl::Condition(&ready), every);
         if (stop_) {
           clean = true;
           break;
@@ -161,8 +161,9 @@ bool Session::RunStream() {
   }
   if (clean) {
     stream->WritesDone();  // the coordinator sees the worker leave
-    const absl::Time until = steady.Now() + kCloseWait;
-    while (!reader_done.load() && steady.Now() < until) absl::SleepFor(absl::Milliseconds(5));
+    absl::MutexLock lock(&mu_);  // the reader pokes once it is done
+    auto done = [&reader_done]() { return reader_done.load(); };
+    clock_.AwaitWithTimeout(mu_, absl::Condition(&done), kCloseWait);
   }
   ctx->TryCancel();
   if (reader.joinable()) reader.join();
@@ -185,10 +186,10 @@ void Session::Loop() {
     }
     failures = RunStream() ? 0 : failures + 1;
     const absl::Duration wait = BackoffDelay(
-        failures, options_.max_backoff, static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
+        failures, options_.max_backoff, static_cast<uint64_t>(absl::ToUnixNanos(clock_.WallNow())));
     absl::MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-    mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+    clock_.AwaitWithTimeout(mu_, absl::Condition(&stopping), wait);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "worker/attempt.h"
 #include "worker/coordinator_client.h"
 
@@ -41,7 +42,9 @@ struct SessionOptions {
 
 class Session {
  public:
-  Session(CoordinatorClient& client, SessionOptions options);
+  // Every wait (heartbeats, silence, backoff) is on `clock`; `client` and
+  // `clock` outlive the session.
+  Session(CoordinatorClient& client, SessionOptions options, Clock& clock);
   ~Session();  // Stop()
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -70,6 +73,7 @@ class Session {
   tagi::v1::SessionMessage Compose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CoordinatorClient& client_;
+  Clock& clock_;
   const SessionOptions options_;
   std::thread thread_;
   std::atomic<int> streams_opened_{0};

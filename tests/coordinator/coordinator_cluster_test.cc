@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -391,7 +392,9 @@ TEST_F(CoordinatorTest, WaitForChangeReturnsAtOnceWhenTheJobChangedAndWaitsOther
   EXPECT_GT(seen, 0u);
 
   const uint64_t before = seen;
-  auto unchanged = coord().WaitForChange(job, seen, absl::Milliseconds(5));
+  auto unchanged = AfterAdvancing(absl::Milliseconds(5), [&] {
+    return coord().WaitForChange(job, seen, absl::Milliseconds(5));
+  });
   ASSERT_TRUE(unchanged.ok()) << unchanged.status();
   EXPECT_EQ(seen, before);
   EXPECT_EQ(unchanged->state(), tagi::v1::PENDING);
@@ -403,6 +406,32 @@ TEST_F(CoordinatorTest, WaitForChangeReturnsAtOnceWhenTheJobChangedAndWaitsOther
   EXPECT_LT(absl::Now() - start, absl::Seconds(25));
   EXPECT_EQ(started->state(), tagi::v1::RUNNING);
   EXPECT_GT(seen, before);
+}
+
+TEST_F(CoordinatorTest, WaitForChangeEndsAtItsDeadlineOnTheCoordinatorsClock) {
+  Start(1);
+  const std::string job = Submit(1);
+  uint64_t seen = 0;
+  ASSERT_TRUE(coord().WaitForChange(job, seen, absl::ZeroDuration()).ok());
+  std::atomic<bool> returned{false};
+  std::thread watcher([&] {
+    EXPECT_TRUE(coord().WaitForChange(job, seen, absl::Seconds(10)).ok());
+    returned = true;
+  });
+  ASSERT_TRUE(clock_.AwaitWaiters(1));
+  clock_.Advance(absl::Seconds(9));
+  absl::SleepFor(absl::Milliseconds(50));  // real time is not the coordinator's
+  EXPECT_FALSE(returned.load());
+  clock_.Advance(absl::Seconds(1));
+  watcher.join();
+  EXPECT_TRUE(returned.load());
+  // A longer wait than max_wait (60 s here) ends at max_wait.
+  const uint64_t before = seen;
+  auto capped = AfterAdvancing(absl::Seconds(60), [&] {
+    return coord().WaitForChange(job, seen, absl::Hours(1));
+  });
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(seen, before);
 }
 
 TEST_F(CoordinatorTest, WaitForChangeWakesAWatcherWhenTheJobChanges) {

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -198,6 +201,19 @@ class CoordinatorTest : public ::testing::Test {
     }
     ADD_FAILURE() << "no worker " << id;
     return {};
+  }
+
+  // Runs `call` (a blocking long poll) on another thread, advances the
+  // fake clock by `d` once the call waits, and returns what it returned:
+  // the wait ends at its deadline on the coordinator's clock.
+  template <typename F>
+  auto AfterAdvancing(absl::Duration d, F call) -> decltype(call()) {
+    std::optional<decltype(call())> out;
+    std::thread t([&] { out.emplace(call()); });
+    EXPECT_TRUE(clock_.AwaitWaiters(1)) << "the call never waited";
+    clock_.Advance(d);
+    t.join();
+    return *std::move(out);
   }
 
   FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};

@@ -206,7 +206,8 @@ TEST_F(CoordinatorTest, RendezvousAssignsRanksOnceEnoughWorkersRegistered) {
   const tagi::v1::JobSpec spec = Spec(2);
   const std::string job = coord().Submit(spec)->id();
   const std::string first = Register();
-  auto waiting = coord().Rendezvous(first, absl::Milliseconds(10));
+  auto waiting = AfterAdvancing(absl::Milliseconds(10),
+                                [&] { return coord().Rendezvous(first, absl::Milliseconds(10)); });
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_FALSE(waiting->assigned());
   EXPECT_EQ(State(job), tagi::v1::PENDING);
@@ -232,7 +233,8 @@ TEST_F(CoordinatorTest, RendezvousAssignsRanksOnceEnoughWorkersRegistered) {
 TEST_F(CoordinatorTest, RendezvousTimesOutUnassignedWithoutAJob) {
   Start(2);
   const std::string w = Register();
-  auto resp = coord().Rendezvous(w, absl::Milliseconds(5));
+  auto resp = AfterAdvancing(absl::Milliseconds(5),
+                             [&] { return coord().Rendezvous(w, absl::Milliseconds(5)); });
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_FALSE(resp->assigned());
   EXPECT_EQ(Worker(w).state(), "IDLE");

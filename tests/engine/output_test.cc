@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 #include "gtest/gtest.h"
 #include "tests/engine/layer_harness.h"
 #include "tests/engine/naive_tagi.h"

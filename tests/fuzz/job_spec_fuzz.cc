@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 #include "common/job_spec.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "worker/engine/architecture.h"

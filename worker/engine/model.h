@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 #include "spec/plan.h"
 #include "worker/engine/architecture.h"
 #include "worker/engine/gaussian.h"

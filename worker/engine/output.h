@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 #include "worker/engine/gaussian.h"
 
 namespace tagi::engine {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
-#include "worker/engine/cuda/cuda_check.h"
+#include "worker/cuda_runtime/cuda_status.h"
 
 namespace tagi {
 namespace {
@@ -186,7 +186,7 @@ absl::Status NcclCollective::WaitDone(absl::Time deadline, const char* what) {
         const cudaError_t q = cudaEventQuery(done_);
         if (q == cudaSuccess) return true;
         if (q == cudaErrorNotReady) return false;
-        return engine::cuda::CudaStatus(q, "cudaEventQuery", __FILE__, __LINE__);
+        return cudart::CudaStatus(q, "cudaEventQuery", __FILE__, __LINE__);
       },
       [&] {
         return absl::DeadlineExceededError(absl::StrFormat(

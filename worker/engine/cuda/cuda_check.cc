@@ -5,21 +5,6 @@
 
 namespace tagi::engine::cuda {
 
-absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
-  const std::string message = absl::StrFormat("%s:%d: %s failed: %s (%s)", file, line, expr,
-                                              cudaGetErrorString(err), cudaGetErrorName(err));
-  switch (err) {
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(message);
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorInvalidDevice:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
 absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line) {
   absl::StatusOr<const CublasApi*> api = Cublas();
   const std::string message =

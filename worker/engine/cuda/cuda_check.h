@@ -1,31 +1,23 @@
-// Status from CUDA runtime and cuBLAS return codes, with file and line.
+// Status from cuBLAS return codes, with file and line, beside the CUDA
+// runtime's (worker/cuda_runtime/cuda_status.h, TAGI_CUDA_RETURN_IF_ERROR).
 //
-// Internal to worker/engine/cuda (and worker/collective/nccl): includes the
-// CUDA headers. Out-of-memory is ResourceExhausted; every other failure is
-// Internal with the runtime's own message. A device that is absent or a
-// driver too old is FailedPrecondition (nothing to retry on this host).
+// Internal to worker/engine/cuda: includes the CUDA headers. Out-of-memory
+// is ResourceExhausted, an uninitialised library FailedPrecondition, every
+// other failure Internal.
 #ifndef TAGI_WORKER_ENGINE_CUDA_CUDA_CHECK_H_
 #define TAGI_WORKER_ENGINE_CUDA_CUDA_CHECK_H_
 
 #include <cublas_v2.h>
-#include <cuda_runtime.h>
 
 #include "absl/status/status.h"
+#include "worker/cuda_runtime/cuda_status.h"
 
 namespace tagi::engine::cuda {
 
-absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line);
+using ::tagi::cudart::CudaStatus;
 absl::Status CublasStatus(cublasStatus_t err, const char* expr, const char* file, int line);
 
 }  // namespace tagi::engine::cuda
-
-#define TAGI_CUDA_RETURN_IF_ERROR(expr)                                                   \
-  do {                                                                                    \
-    const cudaError_t tagi_cuda_err_ = (expr);                                            \
-    if (tagi_cuda_err_ != cudaSuccess) {                                                  \
-      return ::tagi::engine::cuda::CudaStatus(tagi_cuda_err_, #expr, __FILE__, __LINE__); \
-    }                                                                                     \
-  } while (0)
 
 #define TAGI_CUBLAS_RETURN_IF_ERROR(expr)                                                     \
   do {                                                                                        \

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "common/protocol.h"
 #include "common/checksum.h"
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 #include "common/status.h"
 #include "spec/plan.h"
 #include "worker/engine/cpu_engine.h"

@@ -1,4 +1,4 @@
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 
 #include <set>
 #include <utility>

@@ -7,11 +7,11 @@
 // number of nodes (11 for K = 10). Label r observes, at each level, the node
 // of its prefix with target +1 if its next bit is 0 and -1 if it is 1.
 //
-// Pure data, built once; immutable and thread-safe afterwards. Lives in
-// common/ because job validation (which never links the engine) needs the
-// output width.
-#ifndef TAGI_COMMON_HSM_TREE_H_
-#define TAGI_COMMON_HSM_TREE_H_
+// Pure data, built once; immutable and thread-safe afterwards. Part of the
+// model spec (tagi_spec): the head's shape rules need the output width, and
+// job validation and the engines, which all link the spec, use the tree.
+#ifndef TAGI_SPEC_HSM_TREE_H_
+#define TAGI_SPEC_HSM_TREE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -50,4 +50,4 @@ class HsmTree {
 
 }  // namespace tagi
 
-#endif  // TAGI_COMMON_HSM_TREE_H_
+#endif  // TAGI_SPEC_HSM_TREE_H_

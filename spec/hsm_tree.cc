@@ -1,4 +1,4 @@
-#include "common/hsm_tree.h"
+#include "spec/hsm_tree.h"
 
 #include "absl/base/internal/raw_logging.h"
 
