@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 ASAN_BUILD_DIR ?= build-asan
 
 .PHONY: all deps configure build test test-unit demo demo-single bench clean \
-	fuzz-build fuzz fuzz-smoke test-asan images images-demo
+	fuzz-build fuzz fuzz-smoke test-asan images images-demo docs
 
 all: build
 
@@ -94,6 +94,11 @@ images: configure
 # Fashion-MNIST job to SUCCEEDED, Prometheus scraping it; then it is removed.
 images-demo:
 	tools/images_demo.sh
+
+# The manual (docs/, mkdocs.yml) as a static site in $(BUILD_DIR)/site, built by
+# Debian's mkdocs in strict mode (`make deps` installs it); no C++ build needed.
+docs:
+	@tools/build_docs.sh $(abspath $(BUILD_DIR))/site
 
 clean:
 	rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR) $(ASAN_BUILD_DIR)

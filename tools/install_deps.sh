@@ -25,6 +25,8 @@ PACKAGES=(
   slurm-wlm munge shellcheck iproute2
   # libfaketime: the wall-clock jump tests (tests/hostile/hostile_time_test.cc)
   faketime
+  # the manual as a static site: make docs, the ctest docs.site (tools/build_docs.sh)
+  mkdocs
 )
 
 missing=()

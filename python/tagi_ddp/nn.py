@@ -470,7 +470,7 @@ class Sequential:
         tagi_ddp.pytagi_format.from_pytagi starts a job from pytagi's training.
         min_world_size / max_world_size: an elastic job (world_size must then
         be None): it runs with as few as the minimum and grows to the maximum
-        at snapshot points when workers are idle (docs/cluster.md "Elastic jobs").
+        at snapshot points when workers are idle (docs/fault-tolerance.md "Elastic jobs").
         """
         if world_size is not None and (min_world_size is not None or
                                        max_world_size is not None):

@@ -1,4 +1,4 @@
-// The curl examples of docs/cluster.md's "### The REST API" section work as
+// The curl examples of docs/api.md's "### The REST API" section work as
 // printed: every command of its ```sh blocks that starts with `curl` runs, in
 // order, against a live coordinator with one worker (the section's setup),
 // with http://localhost:8080 replaced by the live address, in a directory
@@ -94,9 +94,9 @@ using ReadmeCurl = RestTest;
 
 TEST_F(ReadmeCurl, ExamplesWorkAsPrinted) {
   if (!std::filesystem::exists("/usr/bin/curl")) GTEST_SKIP() << "/usr/bin/curl is not installed";
-  const std::vector<std::string> lines = CurlCommands(ReadSourceFile("docs/cluster.md"));
+  const std::vector<std::string> lines = CurlCommands(ReadSourceFile("docs/api.md"));
   ASSERT_GE(lines.size(), 10u) << "too few curl commands under \"" << kSection
-                                << "\" in docs/cluster.md";
+                                << "\" in docs/api.md";
 
   ASSERT_NO_FATAL_FAILURE(StartCoordinator(1));
   StartWorker();
