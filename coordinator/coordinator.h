@@ -13,7 +13,7 @@
 // Fencing: every call about a job names (job_id, generation); a call for a
 // job that is over, or for another generation, is Aborted.
 //
-// Failures (docs/cluster.md "When something fails"): a worker whose session
+// Failures (docs/fault-tolerance.md "When something fails"): a worker whose session
 // stream breaks, or who is silent for longer than the heartbeat timeout, is
 // gone; a generation that loses a rank (or whose rank reports a retryable
 // failure) ends: its survivors get an ABORT directive on their sessions, the

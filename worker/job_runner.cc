@@ -74,7 +74,7 @@ void DepartTogether(Store& store, const Assignment& a, absl::Duration timeout) {
 }
 
 // The job's backend: the one it names, else NCCL for a GPU engine and our
-// TCP ring for a CPU engine (see docs/cluster.md "Collectives" for the figures behind
+// TCP ring for a CPU engine (see docs/architecture.md "Collectives" for the figures behind
 // the CPU choice). A GPU engine with a CPU backend stages its deltas
 // through host memory.
 tagi::v1::JobSpec::Backend ChooseBackend(const tagi::v1::JobSpec& spec, int device) {

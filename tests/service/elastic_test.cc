@@ -1,4 +1,4 @@
-// Elastic jobs through the real binaries on loopback (docs/cluster.md "Elastic
+// Elastic jobs through the real binaries on loopback (docs/fault-tolerance.md "Elastic
 // jobs"): a job of 1 to 3 ranks loses a worker with no spare and goes on
 // with 2, gains a worker back and grows to 3 at a snapshot point, and
 // SUCCEEDS with the model of one uninterrupted run forced through the same

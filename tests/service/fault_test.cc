@@ -180,7 +180,7 @@ TEST_F(FaultTest, WorkerKilledAtFiveRandomStepsJobSucceedsWithTheSameModel) {
                                              HasSubstr("closed its link")));
     EXPECT_GT(r.first_step_ms(), 0);
     // At most the interval, plus the steps the survivor ran while the
-    // newest snapshot was still on its way to the coordinator (docs/cluster.md "When
+    // newest snapshot was still on its way to the coordinator (docs/fault-tolerance.md "When
     // something fails"): 22 seen once on a loaded machine. Two intervals
     // would mean a snapshot lost, not one late.
     EXPECT_LE(r.steps_redone(), 2u * 20u) << "more than the snapshot interval redone";
@@ -384,7 +384,7 @@ TEST_F(FaultTest, CoordinatorKilledMidJobRestartsOnItsStateDirAndTheJobEndsTheSa
   // an interval of 100). What is redone is that interval, the snapshots the
   // coordinator had received but not yet written (here the steps take about
   // 2 ms, so its writer lags several intervals behind) and the snapshot
-  // damaged above; docs/cluster.md, "When something fails".
+  // damaged above; docs/fault-tolerance.md, "When something fails".
   EXPECT_THAT(w1.Stderr() + w2.Stderr(), HasSubstr("holding at this snapshot point"));
   EXPECT_LE(r.steps_redone(), 8u * 20u) << "failed at step " << r.failed_at_step()
                                         << ", resumed from " << r.resumed_from_step();
