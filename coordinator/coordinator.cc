@@ -450,19 +450,6 @@ absl::StatusOr<Coordinator::WorkerRecord*> Coordinator::CheckInLocked(
   return w;
 }
 
-absl::StatusOr<tagi::v1::RendezvousResponse> Coordinator::Rendezvous(const std::string& worker_id,
-                                                                      absl::Duration wait) {
-  Lock lock(this);
-  TAGI_ASSIGN_OR_RETURN(WorkerRecord* w, CheckInLocked(worker_id));
-  // Also answer early when a job starts, so that a spare can warm its data.
-  const uint64_t started = jobs_started_;
-  auto assigned = [this, w, started]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !w->job_id.empty() || jobs_started_ != started;
-  };
-  clock_.AwaitWithTimeout(mu_, absl::Condition(&assigned), std::min(wait, options_.max_wait));
-  return RendezvousReplyLocked(*w);
-}
-
 tagi::v1::RendezvousResponse Coordinator::RendezvousReplyLocked(const WorkerRecord& wr) {
   const WorkerRecord* w = &wr;
   // No Touch here: a worker killed during the long poll must not look alive

@@ -203,14 +203,8 @@ class Coordinator {
   // OK when `worker` holds a rank in generation `gen` of running job `job`;
   // PermissionDenied (or the job's own error) otherwise.
   absl::Status CheckMember(const std::string& worker, const std::string& job, uint64_t gen);
-  absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
-                                                          absl::Duration wait);
   absl::Status StoreSet(const std::string& job, uint64_t gen, const std::string& key,
                         const std::string& value);
-  absl::StatusOr<std::string> StoreGet(const std::string& job, uint64_t gen,
-                                       const std::string& key, absl::Duration wait);
-  absl::Status StoreWait(const std::string& job, uint64_t gen,
-                         const std::vector<std::string>& keys, absl::Duration wait);
   absl::StatusOr<int64_t> StoreAdd(const std::string& job, uint64_t gen, const std::string& key,
                                    int64_t delta);
   absl::StatusOr<tagi::v1::ProgressReply> ReportProgress(const tagi::v1::ProgressReport& report);
@@ -219,24 +213,14 @@ class Coordinator {
   absl::Status FinishJob(const tagi::v1::FinishJobRequest& req);
 
   // --- Sessions (one stream per worker) ---
-  // The first message of a stream: names the worker (re-creating a worker
-  // this coordinator does not know, e.g. after a restart) and returns the
-  // session token that supersedes any older stream of that worker.
-  absl::StatusOr<uint64_t> OpenSession(const tagi::v1::SessionMessage& first,
-                                       const std::string& peer);
   // Every message: a heartbeat, with the attempt's progress. A message about
   // an attempt that is over queues an ABORT directive for it.
   absl::Status OnSessionMessage(uint64_t token, const tagi::v1::SessionMessage& m);
-  // The next directive for the session, waiting up to `wait`; nullopt when
-  // none came (the caller then sends a keep-alive). Cancelled once another
-  // stream superseded this one or the session was closed.
-  absl::StatusOr<std::optional<tagi::v1::SessionDirective>> NextDirective(
-      const std::string& worker_id, uint64_t token, absl::Duration wait);
   // The stream ended: if it is still the worker's session, the worker failed.
   void CloseSession(const std::string& worker_id, uint64_t token, const std::string& reason);
 
-  // --- The same, answered by callbacks (the asynchronous Cluster service:
-  // no thread waits while a worker polls or a session idles) ---
+  // --- Long polls, answered by callbacks (the asynchronous Cluster
+  // service: no thread waits while a worker polls or a session idles) ---
   // Each `done` runs exactly once, on a thread that holds no lock of the
   // coordinator's: the caller's, the one whose call made the event happen,
   // or Tick's at the wait's end (Tick runs every 100 ms in the service).
@@ -246,9 +230,12 @@ class Coordinator {
                      absl::Duration wait, std::function<void(absl::StatusOr<std::string>)> done);
   void StoreWaitAsync(const std::string& job, uint64_t gen, const std::vector<std::string>& keys,
                       absl::Duration wait, std::function<void(absl::Status)> done);
-  // OpenSession for a stream that is told, by `wake` (called without any
-  // coordinator lock held, from any thread), when a directive is queued for
-  // it or it was superseded or closed; it then takes what there is with
+  // The first message of a stream: names the worker (re-creating a worker
+  // this coordinator does not know, e.g. after a restart) and returns the
+  // session token that supersedes any older stream of that worker. The
+  // stream is told, by `wake` (called without any coordinator lock held,
+  // from any thread; may be empty), when a directive is queued for it or it
+  // was superseded or closed; it then takes what there is with
   // TakeDirective.
   absl::StatusOr<uint64_t> OpenSession(const tagi::v1::SessionMessage& first,
                                        const std::string& peer, std::function<void()> wake);
@@ -258,6 +245,9 @@ class Coordinator {
       const std::string& worker_id, uint64_t token);
   // Long polls waiting now (for metrics and tests).
   size_t PendingWaits();
+  // Answers the long polls whose deadline has passed on the clock (Tick
+  // does it too, with the rest of its periodic work).
+  void ExpireWaits();
   // Answers every pending long poll now (a Rendezvous with what it has, a
   // store wait with Unavailable "`why`"): before the server shuts down.
   void EndWaits(const std::string& why);

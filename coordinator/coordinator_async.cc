@@ -186,6 +186,11 @@ void Coordinator::EndStoreWaitsLocked(const std::string& job_id, const absl::Sta
   }
 }
 
+void Coordinator::ExpireWaits() {
+  Lock lock(this);
+  ExpireWaitsLocked(clock_.Now());
+}
+
 void Coordinator::ExpireWaitsLocked(absl::Time now) {
   for (auto it = polls_.begin(); it != polls_.end();) {
     if (it->second.deadline > now) {

@@ -117,20 +117,6 @@ absl::Status Coordinator::StoreSet(const std::string& job, uint64_t gen, const s
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Coordinator::StoreGet(const std::string& job, uint64_t gen,
-                                                  const std::string& key, absl::Duration wait) {
-  if (auto st = RunningJob(job, gen); !st.ok()) return st;
-  return store_.Get(JobStorePrefix(job, gen) + key, std::min(wait, options_.max_wait));
-}
-
-absl::Status Coordinator::StoreWait(const std::string& job, uint64_t gen,
-                                    const std::vector<std::string>& keys, absl::Duration wait) {
-  if (auto st = RunningJob(job, gen); !st.ok()) return st;
-  std::vector<std::string> full;
-  for (const auto& k : keys) full.push_back(JobStorePrefix(job, gen) + k);
-  return store_.Wait(full, std::min(wait, options_.max_wait));
-}
-
 absl::StatusOr<int64_t> Coordinator::StoreAdd(const std::string& job, uint64_t gen,
                                               const std::string& key, int64_t delta) {
   if (auto st = RunningJob(job, gen); !st.ok()) return st;

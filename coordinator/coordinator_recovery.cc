@@ -76,11 +76,6 @@ Coordinator::WorkerRecord& Coordinator::AdoptWorkerLocked(const std::string& pro
 }
 
 absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage& first,
-                                                  const std::string& peer) {
-  return OpenSession(first, peer, nullptr);
-}
-
-absl::StatusOr<uint64_t> Coordinator::OpenSession(const tagi::v1::SessionMessage& first,
                                                   const std::string& peer,
                                                   std::function<void()> wake) {
   if (first.worker_id().empty()) {
@@ -142,21 +137,6 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
     DirectLocked(w, reply->directive(), m.job_id(), m.generation(), reply->reason());
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::optional<tagi::v1::SessionDirective>> Coordinator::NextDirective(
-    const std::string& worker_id, uint64_t token, absl::Duration wait) {
-  Lock lock(this);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) return absl::CancelledError("unknown worker");
-  WorkerRecord* w = &it->second;  // records are never erased
-  auto ready = [w, token]() { return w->session != token || !w->outbox.empty(); };
-  clock_.AwaitWithTimeout(mu_, absl::Condition(&ready), std::min(wait, options_.max_wait));
-  if (w->session != token) return absl::CancelledError("the session ended");
-  if (w->outbox.empty()) return std::optional<tagi::v1::SessionDirective>();
-  tagi::v1::SessionDirective d = std::move(w->outbox.front());
-  w->outbox.pop_front();
-  return std::optional<tagi::v1::SessionDirective>(std::move(d));
 }
 
 void Coordinator::CloseSession(const std::string& worker_id, uint64_t token,

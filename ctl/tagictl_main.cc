@@ -28,11 +28,12 @@
 #include "common/progress_bar.h"
 #include "ctl/format.h"
 #include "ctl/jobs_client.h"
+#include "ctl/validate.h"
 #include "ctl/watch_policy.h"
 
 ABSL_FLAG(std::string, coord, "127.0.0.1:7070", "The coordinator's gRPC address, HOST:PORT.");
 ABSL_FLAG(bool, watch, false, "submit: watch the job until it ends.");
-ABSL_FLAG(bool, json, false, "status: print the job as JSON.");
+ABSL_FLAG(bool, json, false, "status, validate: print JSON.");
 ABSL_FLAG(std::string, o, "", "download: the file to write.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each plain request.");
 ABSL_FLAG(std::string, token_file, "",
@@ -64,6 +65,7 @@ constexpr char kUsage[] =
     "  tagictl --coord HOST:PORT watch ID [--reconnect-for 60s]\n"
     "  tagictl --coord HOST:PORT cancel ID\n"
     "  tagictl --coord HOST:PORT download ID -o FILE\n"
+    "  tagictl validate JOB.json [--json]   (checks a job file here, as submit would)\n"
     "Security: --token-file F sends an API token; --tls-ca F talks TLS (--tls-cert F --tls-key F\n"
     "for mutual TLS).\n"
     "Exit codes: 0 success (watch: the job SUCCEEDED), 1 failure (watch: the job FAILED or was\n"
@@ -185,6 +187,12 @@ int Download(JobsClient& client, const std::string& id) {
 int Run(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("no command given");
   const std::string& cmd = args[0];
+  if (cmd == "validate") {  // local: no coordinator
+    if (args.size() != 2) return Usage("validate needs one job file");
+    const Validation v = ValidateJobFile(args[1]);
+    std::printf("%s", (absl::GetFlag(FLAGS_json) ? v.json : v.text).c_str());
+    return v.valid ? 0 : 1;
+  }
   const std::string coord = absl::GetFlag(FLAGS_coord);
   if (!ValidHostPort(coord)) return Usage(absl::StrFormat("--coord \"%s\" is not HOST:PORT", coord));
   ClientSecurity security;

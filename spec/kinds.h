@@ -4,10 +4,8 @@
 // init rule), its non-parameter state blocks, and the buffers an engine
 // keeps for it (derived: model-sized, e.g. mu_w^2; scratch: per sample).
 //
-// Adding a layer kind: its number in tagi.v1.Layer.Kind and its message in
-// the oneof (job.proto), its rules here (one file, one line in RulesOf),
-// its CPU layer (worker/engine/layers/), its CUDA layer
-// (worker/engine/cuda/layers/) and its plain reference in tests/engine.
+// Adding a layer kind: docs/engine.md "Adding a layer kind" (its rules are
+// one file in spec/kinds/ and one line in RulesOf, spec/network.cc).
 //
 // The rules are immutable objects; thread-safe.
 #ifndef TAGI_SPEC_KINDS_H_
@@ -57,6 +55,12 @@ class KindRules {
   virtual const char* field() const = 0;
   // Whether its forward writes a jcb (an activation) at its output.
   virtual bool produces_jcb() const { return false; }
+  // Its token in a network's one-line description ("-256", "-CONV(32,k3,s1)",
+  // "-RELU"): by default "-" and the kind's name.
+  virtual std::string Describe(const LayerSpec& spec) const;
+  // The least batch that gives its statistics two values each with input
+  // shape `in` (a batch norm over a flat input: 2); 1 for every other kind.
+  virtual uint32_t MinBatch(const LayerSpec&, const Shape&) const { return 1; }
 
   // The kind's own message of the oneof into / out of the spec.
   virtual void FromProto(const tagi::v1::Layer& layer, const std::string& path, CheckContext& ctx,
@@ -80,6 +84,9 @@ class KindRules {
 
 // The rules of a kind; nullptr for KIND_UNSPECIFIED and unknown numbers.
 const KindRules* RulesOf(LayerKind kind);
+
+// The one-line description of a sequence ("-256-RELU-10"): each layer's Describe.
+std::string DescribeLayers(const std::vector<LayerSpec>& layers);
 
 // Shape inference over a sequence (used by the top level and by blocks).
 std::optional<Shape> InferSequence(const std::vector<LayerSpec>& layers, const Shape& in,

@@ -39,36 +39,6 @@ void CountBlocks(const std::vector<LayerSpec>& layers, Shape in, uint64_t* param
   }
 }
 
-void AppendLayers(const std::vector<LayerSpec>& layers, std::string* s) {
-  for (const LayerSpec& l : layers) {
-    if (l.kind == Layer::LINEAR) {
-      absl::StrAppend(s, "-", l.out);
-    } else if (l.kind == Layer::LEAKY_RELU) {
-      absl::StrAppend(s, "-", KindName(l.kind), "(", l.slope, ")");
-    } else if (l.kind == Layer::RESIDUAL) {
-      std::string main, shortcut;
-      AppendLayers(l.main, &main);
-      AppendLayers(l.shortcut, &shortcut);
-      absl::StrAppend(s, "-RES[", main.empty() ? "" : main.substr(1), "|",
-                      shortcut.empty() ? "id" : shortcut.substr(1), "]");
-    } else if (l.kind == Layer::CONV2D || l.kind == Layer::AVG_POOL2D ||
-               l.kind == Layer::MAX_POOL2D) {
-      const char* name = l.kind == Layer::CONV2D ? "CONV" : l.kind == Layer::AVG_POOL2D ? "AVG"
-                                                                                        : "MAX";
-      absl::StrAppend(s, "-", name, "(");
-      if (l.kind == Layer::CONV2D) absl::StrAppend(s, l.out, ",");
-      absl::StrAppend(s, "k", l.kernel, ",s", l.stride);
-      if (l.padding > 0) {
-        absl::StrAppend(s, ",p", l.padding, l.padding_type == Layer::BOTTOM_RIGHT ? "br" : "");
-      }
-      absl::StrAppend(s, ")");
-    } else if (l.kind == Layer::BATCH_NORM || l.kind == Layer::LAYER_NORM) {
-      absl::StrAppend(s, l.kind == Layer::BATCH_NORM ? "-BN" : "-LN");
-    } else {
-      absl::StrAppend(s, "-", KindName(l.kind));
-    }
-  }
-}
 
 // The largest, over the batch norms of a (valid) sequence, of the batch
 // that gives each at least two values per statistic; `path` is that layer's.
@@ -77,8 +47,9 @@ void MinBatch(const std::vector<LayerSpec>& layers, Shape in, const std::string&
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     const std::string here = absl::StrCat(at, "[", i, "]");
-    if (l.kind == Layer::BATCH_NORM && in.h * in.w < 2 && *batch < 2) {
-      *batch = 2;
+    const KindRules* rules = RulesOf(l.kind);
+    if (const uint32_t least = rules != nullptr ? rules->MinBatch(l, in) : 1; least > *batch) {
+      *batch = least;
       *path = here;
     }
     MinBatch(l.main, in, here + ".residual.main", batch, path);
@@ -188,6 +159,19 @@ std::string KindName(LayerKind kind) {
     return absl::StrCat("KIND_", static_cast<int>(kind));
   }
   return Layer::Kind_Name(kind);
+}
+
+std::string KindRules::Describe(const LayerSpec& spec) const {
+  return absl::StrCat("-", KindName(spec.kind));
+}
+
+std::string DescribeLayers(const std::vector<LayerSpec>& layers) {
+  std::string s;
+  for (const LayerSpec& l : layers) {
+    const KindRules* rules = RulesOf(l.kind);
+    absl::StrAppend(&s, rules != nullptr ? rules->Describe(l) : absl::StrCat("-", KindName(l.kind)));
+  }
+  return s;
 }
 
 const KindRules* RulesOf(LayerKind kind) {
@@ -326,7 +310,7 @@ uint64_t Architecture::num_state() const {
 
 std::string Architecture::ToString() const {
   std::string s = input.ToString();
-  AppendLayers(layers, &s);
+  absl::StrAppend(&s, DescribeLayers(layers));
   if (head.kind == HeadKind::kClassification) {
     absl::StrAppend(&s, head.one_hot ? " onehot(" : " hsm(", head.num_classes, ")");
   } else {

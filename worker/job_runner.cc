@@ -214,6 +214,8 @@ void OfferSnapshot(SnapshotUploader& uploader, const Assignment& a, engine::Engi
 // not what the ranks trained while it was away. The other ranks wait in the
 // next all-reduce. Bounded: after `max_wait` (the collective timeout, which
 // the others would hit anyway) the attempt is aborted.
+constexpr absl::Duration kHeldSnapshotGrace = absl::Seconds(2);
+
 void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& control,
                               absl::Duration max_wait) {
   if (!control.coordinator_lost.load()) return;
@@ -223,6 +225,14 @@ void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& contro
     control.Abort(absl::StrFormat(
         "the coordinator was unreachable for %s at a snapshot point",
         absl::FormatDuration(max_wait)));
+  }
+  if (control.aborted()) {
+    // Aborted while holding: typically the coordinator is back and its
+    // session said this generation is over, while the held snapshot waits
+    // in the uploader's retry pause. It gets a short, bounded chance to
+    // land (the restarted coordinator keeps it, and the next generation
+    // resumes from it instead of redoing an interval).
+    uploader.Drain(kHeldSnapshotGrace);
   }
   // The coordinator came back and ended this generation (it restarted): the
   // held snapshot, when newer than its own, is where the next one starts.

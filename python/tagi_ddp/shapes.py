@@ -59,6 +59,9 @@ def _window_shape(fields, shape, channels, default_stride, default_type, path):
     kernel, stride, padding, _, pad_total = window(fields, default_stride, default_type)
     if padding > 0 and pad_total == 0:
         raise ShapeError(f"{path}.padding_type: padding {padding} needs a padding type")
+    if padding >= kernel >= 1:
+        raise ShapeError(f"{path}.padding: {padding}; expected less than the kernel size {kernel} "
+                         f"(a window of padding alone)")
     h = _axis(shape[1], kernel, stride, pad_total, "height", path)
     w = _axis(shape[2], kernel, stride, pad_total, "width", path)
     return (channels, h, w)

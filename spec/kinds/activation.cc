@@ -5,6 +5,7 @@
 // writes a jcb; only LEAKY_RELU has a field (its negative slope). Where an
 // output activation may stand (last, under its head) is the network's rule
 // (spec/network.cc), not the kind's.
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/kinds.h"
 
@@ -20,6 +21,10 @@ class Activation final : public KindRules {
   Activation(LayerKind kind, const char* field) : kind_(kind), field_(field) {}
   const char* field() const override { return field_; }
   bool produces_jcb() const override { return true; }
+  std::string Describe(const LayerSpec& spec) const override {
+    if (kind_ != Layer::LEAKY_RELU) return KindRules::Describe(spec);
+    return absl::StrCat("-", KindName(spec.kind), "(", spec.slope, ")");
+  }
 
   void FromProto(const Layer& layer, const std::string&, CheckContext&,
                  LayerSpec& spec) const override {

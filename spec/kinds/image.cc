@@ -6,6 +6,7 @@
 // and p for BOTTOM_RIGHT, and the division must be exact. Unlike the
 // reference, a stride larger than the kernel works (B6), a pool's padding
 // needs a padding type (B7) and padded cells are skipped everywhere (B5).
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/kinds.h"
 
@@ -86,9 +87,23 @@ void WindowFromProto(uint32_t kernel, bool has_stride, uint32_t stride, uint32_t
   spec.padding_type = type;
 }
 
+// "-CONV(32,k3,s1,p1)", "-AVG(k2,s2)": the window of a convolution or a pool.
+std::string DescribeWindow(const char* name, const LayerSpec& spec, bool channels) {
+  std::string s = absl::StrCat("-", name, "(");
+  if (channels) absl::StrAppend(&s, spec.out, ",");
+  absl::StrAppend(&s, "k", spec.kernel, ",s", spec.stride);
+  if (spec.padding > 0) {
+    absl::StrAppend(&s, ",p", spec.padding, spec.padding_type == Layer::BOTTOM_RIGHT ? "br" : "");
+  }
+  return s + ")";
+}
+
 class Conv2d final : public KindRules {
  public:
   const char* field() const override { return "conv2d"; }
+  std::string Describe(const LayerSpec& spec) const override {
+    return DescribeWindow("CONV", spec, /*channels=*/true);
+  }
 
   void FromProto(const Layer& layer, const std::string&, CheckContext&,
                  LayerSpec& spec) const override {
@@ -170,6 +185,9 @@ class Pool final : public KindRules {
   explicit Pool(LayerKind kind) : kind_(kind) {}
   const char* field() const override {
     return kind_ == Layer::AVG_POOL2D ? "avg_pool2d" : "max_pool2d";
+  }
+  std::string Describe(const LayerSpec& spec) const override {
+    return DescribeWindow(kind_ == Layer::AVG_POOL2D ? "AVG" : "MAX", spec, /*channels=*/false);
   }
 
   void FromProto(const Layer& layer, const std::string&, CheckContext&,

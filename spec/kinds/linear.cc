@@ -1,4 +1,5 @@
 // LINEAR: the fully connected layer (docs/maths.md sections 1, 3, 6).
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/kinds.h"
 
@@ -8,6 +9,9 @@ namespace {
 class Linear final : public KindRules {
  public:
   const char* field() const override { return "linear"; }
+  std::string Describe(const LayerSpec& spec) const override {
+    return absl::StrCat("-", spec.out);
+  }
 
   void FromProto(const tagi::v1::Layer& layer, const std::string&, CheckContext&,
                  LayerSpec& spec) const override {

@@ -39,6 +39,11 @@ bool CheckEps(const LayerSpec& spec, const std::string& path, CheckContext& ctx)
 class BatchNorm final : public KindRules {
  public:
   const char* field() const override { return "batch_norm"; }
+  std::string Describe(const LayerSpec&) const override { return "-BN"; }
+  // Over a flat input each statistic sees one value per sample.
+  uint32_t MinBatch(const LayerSpec&, const Shape& in) const override {
+    return in.h * in.w < 2 ? 2 : 1;
+  }
 
   void FromProto(const Layer& layer, const std::string&, CheckContext&,
                  LayerSpec& spec) const override {
@@ -88,6 +93,7 @@ class BatchNorm final : public KindRules {
 class LayerNorm final : public KindRules {
  public:
   const char* field() const override { return "layer_norm"; }
+  std::string Describe(const LayerSpec&) const override { return "-LN"; }
 
   void FromProto(const Layer& layer, const std::string&, CheckContext&,
                  LayerSpec& spec) const override {

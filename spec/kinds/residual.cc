@@ -2,6 +2,7 @@
 // is empty (docs/maths.md section 13). Its branches are layer lists,
 // nestable up to kMaxNesting; it owns no parameters of its own (those of
 // its layers are in the model's arena like any other).
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/kinds.h"
 
@@ -11,6 +12,12 @@ namespace {
 class Residual final : public KindRules {
  public:
   const char* field() const override { return "residual"; }
+  std::string Describe(const LayerSpec& spec) const override {
+    const std::string main = DescribeLayers(spec.main);
+    const std::string shortcut = DescribeLayers(spec.shortcut);
+    return absl::StrCat("-RES[", main.empty() ? "" : main.substr(1), "|",
+                        shortcut.empty() ? "id" : shortcut.substr(1), "]");
+  }
 
   void FromProto(const tagi::v1::Layer& layer, const std::string& path, CheckContext& ctx,
                  LayerSpec& spec) const override {

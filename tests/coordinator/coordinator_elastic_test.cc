@@ -43,7 +43,7 @@ class ElasticTest : public CoordinatorTest {
   }
   // The worker asks for work (and is seen alive), without waiting.
   void CheckIn(const std::string& worker) {
-    ASSERT_TRUE(coord().Rendezvous(worker, absl::ZeroDuration()).ok());
+    ASSERT_TRUE(Rendezvous(worker, absl::ZeroDuration()).ok());
   }
   // Advances the clock with the workers heard from on the way (heartbeats).
   void Pass(absl::Duration d, const std::vector<std::string>& alive) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/checksum.h"
 #include "common/clock.h"
@@ -93,6 +94,7 @@ class CoordinatorTest : public ::testing::Test {
 
   // Creates the coordinator under test; call once per test.
   Coordinator& Start(CoordinatorOptions options) {
+    max_wait_ = options.max_wait;
     coord_ = std::make_unique<Coordinator>(std::move(options), clock_);
     return *coord_;
   }
@@ -126,7 +128,7 @@ class CoordinatorTest : public ::testing::Test {
   }
   // Opens a session for `worker` and returns its token.
   uint64_t Open(const std::string& worker) {
-    auto token = coord_->OpenSession(Hello(worker), "peer");
+    auto token = coord_->OpenSession(Hello(worker), "peer", nullptr);
     EXPECT_TRUE(token.ok()) << token.status();
     return token.ok() ? *token : 0;
   }
@@ -134,7 +136,7 @@ class CoordinatorTest : public ::testing::Test {
   std::vector<tagi::v1::SessionDirective> Drain(const std::string& worker, uint64_t token) {
     std::vector<tagi::v1::SessionDirective> out;
     while (true) {
-      auto d = coord_->NextDirective(worker, token, absl::ZeroDuration());
+      auto d = coord_->TakeDirective(worker, token);
       if (!d.ok() || !d->has_value()) return out;
       out.push_back(**d);
     }
@@ -149,7 +151,7 @@ class CoordinatorTest : public ::testing::Test {
 
   // The worker's assignment, without waiting; a failure if it has none.
   tagi::v1::Assignment AssignmentOf(const std::string& worker) {
-    auto resp = coord_->Rendezvous(worker, absl::ZeroDuration());
+    auto resp = Rendezvous(worker, absl::ZeroDuration());
     EXPECT_TRUE(resp.ok()) << resp.status();
     EXPECT_TRUE(resp.ok() && resp->assigned()) << worker << " has no assignment";
     return resp.ok() ? resp->assignment() : tagi::v1::Assignment();
@@ -203,6 +205,52 @@ class CoordinatorTest : public ::testing::Test {
     return {};
   }
 
+  // The blocking long polls the tests make, over the coordinator's
+  // asynchronous calls (the ones the Cluster service makes): the caller
+  // waits on the coordinator's clock for the answer; at the wait's deadline
+  // ExpireWaits answers it, as the service's Tick would.
+  absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker,
+                                                          absl::Duration wait) {
+    return Blocking<absl::StatusOr<tagi::v1::RendezvousResponse>>(wait, [&](auto done) {
+      coord_->RendezvousAsync(worker, wait, std::move(done));
+    });
+  }
+  absl::StatusOr<std::string> StoreGet(const std::string& job, uint64_t gen,
+                                       const std::string& key, absl::Duration wait) {
+    return Blocking<absl::StatusOr<std::string>>(wait, [&](auto done) {
+      coord_->StoreGetAsync(job, gen, key, wait, std::move(done));
+    });
+  }
+  absl::Status StoreWait(const std::string& job, uint64_t gen,
+                         const std::vector<std::string>& keys, absl::Duration wait) {
+    return Blocking<absl::Status>(
+        wait, [&](auto done) { coord_->StoreWaitAsync(job, gen, keys, wait, std::move(done)); });
+  }
+  template <typename Result, typename Call>
+  Result Blocking(absl::Duration wait, Call call) {
+    struct Answer {
+      absl::Mutex mu;
+      std::optional<Result> result ABSL_GUARDED_BY(mu);
+    };
+    auto answer = std::make_shared<Answer>();
+    call([answer](Result r) {
+      absl::MutexLock lock(&answer->mu);
+      answer->result.emplace(std::move(r));
+    });
+    auto answered = [&answer]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(answer->mu) {
+      return answer->result.has_value();
+    };
+    answer->mu.Lock();
+    const bool in_time =
+        clock_.AwaitWithTimeout(answer->mu, absl::Condition(&answered), std::min(wait, max_wait_));
+    answer->mu.Unlock();
+    if (!in_time) coord_->ExpireWaits();  // its deadline passed on the clock
+    absl::MutexLock lock(&answer->mu);
+    EXPECT_TRUE(answer->mu.AwaitWithTimeout(absl::Condition(&answered), absl::Seconds(30)))
+        << "the coordinator never answered";
+    return answered() ? *std::move(answer->result) : Result(absl::DeadlineExceededError("none"));
+  }
+
   // Runs `call` (a blocking long poll) on another thread, advances the
   // fake clock by `d` once the call waits, and returns what it returned:
   // the wait ends at its deadline on the coordinator's clock.
@@ -217,6 +265,7 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   FakeClock clock_{absl::FromUnixSeconds(1'700'000'000)};
+  absl::Duration max_wait_ = absl::Seconds(30);
   std::unique_ptr<Coordinator> coord_;
 };
 

@@ -104,11 +104,11 @@ TEST_F(CoordinatorTest, IdleSparesWarmARunningJobOnlyWhenTheyCouldRunIt) {
   ASSERT_EQ(State(job->id()), tagi::v1::RUNNING);
   const std::string cpu_spare = Register("cpu-3");
   const std::string gpu_spare = Register("gpu-4", "cuda:0");
-  auto cpu = coord().Rendezvous(cpu_spare, absl::ZeroDuration());
+  auto cpu = Rendezvous(cpu_spare, absl::ZeroDuration());
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_FALSE(cpu->assigned());
   EXPECT_FALSE(cpu->has_warm()) << "a CPU worker can never take a rank of a GPU job";
-  auto gpu = coord().Rendezvous(gpu_spare, absl::ZeroDuration());
+  auto gpu = Rendezvous(gpu_spare, absl::ZeroDuration());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_FALSE(gpu->assigned());
   ASSERT_TRUE(gpu->has_warm());
@@ -207,7 +207,7 @@ TEST_F(CoordinatorTest, RendezvousAssignsRanksOnceEnoughWorkersRegistered) {
   const std::string job = coord().Submit(spec)->id();
   const std::string first = Register();
   auto waiting = AfterAdvancing(absl::Milliseconds(10),
-                                [&] { return coord().Rendezvous(first, absl::Milliseconds(10)); });
+                                [&] { return Rendezvous(first, absl::Milliseconds(10)); });
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_FALSE(waiting->assigned());
   EXPECT_EQ(State(job), tagi::v1::PENDING);
@@ -234,7 +234,7 @@ TEST_F(CoordinatorTest, RendezvousTimesOutUnassignedWithoutAJob) {
   Start(2);
   const std::string w = Register();
   auto resp = AfterAdvancing(absl::Milliseconds(5),
-                             [&] { return coord().Rendezvous(w, absl::Milliseconds(5)); });
+                             [&] { return Rendezvous(w, absl::Milliseconds(5)); });
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_FALSE(resp->assigned());
   EXPECT_EQ(Worker(w).state(), "IDLE");
@@ -245,7 +245,7 @@ TEST_F(CoordinatorTest, RendezvousWakesAWaitingWorkerWhenItsGroupForms) {
   Submit(2);
   const std::string first = Register();
   absl::StatusOr<tagi::v1::RendezvousResponse> resp;
-  std::thread waiter([&] { resp = coord().Rendezvous(first, absl::Seconds(30)); });
+  std::thread waiter([&] { resp = Rendezvous(first, absl::Seconds(30)); });
   const absl::Time start = absl::Now();
   Register();
   waiter.join();
@@ -257,7 +257,7 @@ TEST_F(CoordinatorTest, RendezvousWakesAWaitingWorkerWhenItsGroupForms) {
 
 TEST_F(CoordinatorTest, RendezvousOfAnUnknownWorkerIsNotFound) {
   Start(1);
-  auto resp = coord().Rendezvous("w-42", absl::ZeroDuration());
+  auto resp = Rendezvous("w-42", absl::ZeroDuration());
   EXPECT_EQ(resp.status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -429,13 +429,13 @@ TEST_F(CoordinatorTest, RendezvousDoesNotHandOutTheAssignmentOfAnEndedJob) {
   ASSERT_TRUE(Finish(job, w[1], 1, /*ok=*/false, "disk full").ok());
   ASSERT_EQ(State(job), tagi::v1::FAILED);
   // Rank 0's FinishJob was lost; it asks for work.
-  auto resp = coord().Rendezvous(w[0], absl::ZeroDuration());
+  auto resp = Rendezvous(w[0], absl::ZeroDuration());
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_FALSE(resp->assigned() && resp->assignment().job_id() == job)
       << "handed out the assignment of " << job << ", which is FAILED";
   // And the next job can use both workers.
   const std::string next = Submit(2);
-  auto again = coord().Rendezvous(w[0], absl::ZeroDuration());
+  auto again = Rendezvous(w[0], absl::ZeroDuration());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(State(next), tagi::v1::RUNNING);
 }

@@ -99,10 +99,10 @@ TEST_F(RecoveryTest, AWorkerThatFailedWithItsGroupIsNotPlacedBeforeItAsksAgain) 
   ASSERT_TRUE(FinishRetryable(job, w[0], 0, 1).ok());  // rank 0 saw the ring break
   EXPECT_EQ(State(job), tagi::v1::PENDING);
   EXPECT_EQ(GetJob(job).restarts(), 1u);
-  ASSERT_TRUE(coord().Rendezvous(w[0], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
   coord().Tick();
   EXPECT_EQ(State(job), tagi::v1::PENDING);  // w-2 (maybe dead) has not asked
-  ASSERT_TRUE(coord().Rendezvous(w[1], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());
   EXPECT_EQ(State(job), tagi::v1::RUNNING);
   EXPECT_EQ(GetJob(job).generation(), 2u);
 }
@@ -164,7 +164,7 @@ TEST_F(RecoveryTest, ANewerSnapshotOfTheGenerationThatJustEndedIsKept) {
   EXPECT_TRUE(absl::IsAborted(kept)) << kept;
   EXPECT_THAT(kept.message(), HasSubstr("is kept"));
   EXPECT_EQ(GetJob(job).snapshot_step(), 20u);
-  ASSERT_TRUE(coord().Rendezvous(w[1], absl::ZeroDuration()).ok());  // both ask for work again
+  ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());  // both ask for work again
   ASSERT_EQ(AssignmentOf(w[0]).generation(), 2u);
   EXPECT_EQ(AssignmentOf(w[0]).resume_global_step(), 20u);
   EXPECT_TRUE(absl::IsAborted(coord().UploadSnapshot(w[0], job, 1, 30, SnapshotBytes(job, 30))));
@@ -196,7 +196,7 @@ TEST_F(RecoveryTest, QuickFailuresInARowWaitBeforeTheNextGeneration) {
   }
   ASSERT_EQ(AssignmentOf(w).generation(), 4u);
   ASSERT_TRUE(FinishRetryable(job, w, 0, 4).ok());  // the fourth quick failure
-  ASSERT_TRUE(coord().Rendezvous(w, absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w, absl::ZeroDuration()).ok());
   EXPECT_EQ(State(job), tagi::v1::PENDING);
   EXPECT_THAT(GetJob(job).reason(), HasSubstr("recovering after 500ms (4 generations in a row"));
   clock_.Advance(absl::Milliseconds(499));
@@ -235,7 +235,7 @@ TEST_F(RecoveryTest, SnapshotsComeFromRankZeroAndTheNextGenerationResumesFromThe
   EXPECT_TRUE(absl::IsNotFound(coord().ResumeSnapshot(w[0], job, 1).status()));  // gen 1: seed
 
   ASSERT_TRUE(FinishRetryable(job, w[1], 1, 1).ok());
-  ASSERT_TRUE(coord().Rendezvous(w[0], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
   const tagi::v1::Assignment a = AssignmentOf(w[1]);
   EXPECT_TRUE(a.resume());
   EXPECT_EQ(a.resume_global_step(), 20u);
@@ -326,7 +326,7 @@ TEST_F(RecoveryTest, RestartedCoordinatorReloadsJobsAndResumesRunningOnes) {
   EXPECT_TRUE(absl::IsAborted(coord().StoreSet(running, before.generation(), "k", "v")));
   for (int r = 1; r >= 0; --r) (void)Open(before.workers(r));  // reconnect, ids adopted
   const tagi::v1::Assignment a = AssignmentOf(before.workers(1));
-  ASSERT_TRUE(coord().Rendezvous(before.workers(0), absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(before.workers(0), absl::ZeroDuration()).ok());
   EXPECT_EQ(a.rank(), 1u);
   EXPECT_EQ(a.generation(), before.generation() + 1);
   EXPECT_TRUE(a.resume());
@@ -339,13 +339,13 @@ TEST_F(RecoveryTest, RestartedCoordinatorReloadsJobsAndResumesRunningOnes) {
 
 TEST_F(RecoveryTest, SessionsAdoptKnownIdFormsRefuseOthersAndAreSuperseded) {
   Start(1);
-  EXPECT_TRUE(absl::IsInvalidArgument(coord().OpenSession(Hello(""), "p").status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(coord().OpenSession(Hello("../etc"), "p").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(coord().OpenSession(Hello(""), "p", nullptr).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(coord().OpenSession(Hello("../etc"), "p", nullptr).status()));
   const uint64_t first = Open("w-7");  // a worker of an earlier coordinator
   EXPECT_EQ(Worker("w-7").state(), "IDLE");
   EXPECT_EQ(Register(), "w-8");
   const uint64_t second = Open("w-7");
-  auto old = coord().NextDirective("w-7", first, absl::ZeroDuration());
+  auto old = coord().TakeDirective("w-7", first);
   EXPECT_TRUE(absl::IsCancelled(old.status()));
   coord().CloseSession("w-7", first, "late close of the old stream");
   EXPECT_EQ(Worker("w-7").state(), "IDLE");  // the old stream's end changes nothing

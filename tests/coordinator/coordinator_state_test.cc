@@ -225,7 +225,7 @@ TEST_F(StateTest, EpochMetricsSurviveARecoveryAndTheFinalReport) {
   ReportEpochs(job, w, 1, {1, 2}, 20);
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 20, SnapshotBytes(job, 20, 2)).ok());
   ASSERT_TRUE(FailRetryable(job, w, 1).ok());
-  ASSERT_TRUE(coord().Rendezvous(w, absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w, absl::ZeroDuration()).ok());
   ASSERT_EQ(AssignmentOf(w).resume_global_step(), 20u);
   // The new generation reports only its own epochs, the final report too.
   ReportEpochs(job, w, 2, {3}, 30);
@@ -276,7 +276,7 @@ TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
   // generation resumes from it anyway (at most one interval redone).
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 30, SnapshotBytes(job, 30, 3)).ok());
   ASSERT_TRUE(FailRetryable(job, w, 1).ok());
-  ASSERT_TRUE(coord().Rendezvous(w, absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w, absl::ZeroDuration()).ok());
   EXPECT_EQ(AssignmentOf(w).resume_global_step(), 30u);
   EXPECT_THAT(GetJob(job).progress().epochs(), SizeIs(2));
   ReportEpochs(job, w, 2, {4}, 40);
@@ -315,7 +315,7 @@ TEST_F(StateTest, TheEpochHistoryKeepsTheNewestEpochsAndCountsByNumber) {
   EXPECT_EQ(GetJob(job).snapshot_step(), 2010u);
   // A recovery keeps the epochs up to its snapshot's, still the newest.
   ASSERT_TRUE(FailRetryable(job, w, 1).ok());
-  ASSERT_TRUE(coord().Rendezvous(w, absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w, absl::ZeroDuration()).ok());
   EXPECT_EQ(AssignmentOf(w).resume_global_step(), 2010u);
   j = GetJob(job);
   ASSERT_THAT(j.progress().epochs(), SizeIs(kMaxEpochHistory));

@@ -70,7 +70,9 @@ class Planned {
     auto plan = spec::MakePlan(arch, {batch, 16});
     EXPECT_TRUE(plan.ok()) << plan.status();
     plan_ = std::move(*plan);
-    layer_ = MakeLayer(plan_.layers[0]);
+    auto made = MakeLayer(plan_.layers[0]);
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (made.ok()) layer_ = *std::move(made);
     params_.assign(2 * plan_.num_parameters, 0.0f);
     deltas_.assign(2 * plan_.num_parameters, 0.0f);
     state_.assign(plan_.num_state, 0.0f);

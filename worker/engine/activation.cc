@@ -1,4 +1,5 @@
 #include "worker/engine/activation.h"
+#include "worker/engine/cpu_layers.h"
 
 namespace tagi::engine {
 
@@ -60,5 +61,17 @@ void JcbBackward(const LayerIo& io, size_t n) {
 }
 
 void Activation::Backward(const LayerIo& io) { JcbBackward(io, io.batch * width_); }
+
+using Made = absl::StatusOr<std::unique_ptr<Layer>>;
+
+void RegisterActivationLayers(CpuLayerRegistry& r) {
+  for (const spec::LayerKind kind :
+       {tagi::v1::Layer::RELU, tagi::v1::Layer::LEAKY_RELU, tagi::v1::Layer::SIGMOID,
+        tagi::v1::Layer::TANH, tagi::v1::Layer::SOFTPLUS, tagi::v1::Layer::MIXTURE_RELU}) {
+    r.Add(kind, [](const spec::PlannedLayer& p) -> Made {
+      return std::make_unique<Activation>(p.spec.kind, p.spec.slope, p.in.size());
+    });
+  }
+}
 
 }  // namespace tagi::engine

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "worker/engine/blas.h"
+#include "worker/engine/cpu_layers.h"
 
 namespace tagi::engine {
 namespace {
@@ -228,6 +229,13 @@ void Conv2d::Backward(const LayerIo& io) {
     db.mu[o] = var_b[o] * sum_mu;
     db.var[o] = var_b[o] * var_b[o] * sum_var;
   }
+}
+
+using Made = absl::StatusOr<std::unique_ptr<Layer>>;
+
+void RegisterConv2dLayers(CpuLayerRegistry& r) {
+  r.Add(tagi::v1::Layer::CONV2D,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<Conv2d>(p); });
 }
 
 }  // namespace tagi::engine

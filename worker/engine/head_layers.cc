@@ -2,6 +2,7 @@
 
 #include "worker/engine/activation.h"
 #include "worker/engine/heads.h"
+#include "worker/engine/cpu_layers.h"
 
 namespace tagi::engine {
 
@@ -37,5 +38,19 @@ void EvenExpActivation::Forward(const LayerIo& io, Mode /*mode*/) {
 }
 
 void EvenExpActivation::Backward(const LayerIo& io) { JcbBackward(io, io.batch * width_); }
+
+using Made = absl::StatusOr<std::unique_ptr<Layer>>;
+
+void RegisterHeadLayers(CpuLayerRegistry& r) {
+  for (const spec::LayerKind kind :
+       {tagi::v1::Layer::REMAX, tagi::v1::Layer::CLOSED_FORM_SOFTMAX}) {
+    r.Add(kind, [](const spec::PlannedLayer& p) -> Made {
+      return std::make_unique<SoftmaxActivation>(p.spec.kind, p.in.size());
+    });
+  }
+  r.Add(tagi::v1::Layer::EVEN_EXP, [](const spec::PlannedLayer& p) -> Made {
+    return std::make_unique<EvenExpActivation>(p.in.size());
+  });
+}
 
 }  // namespace tagi::engine

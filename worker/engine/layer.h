@@ -10,8 +10,9 @@
 // output units (docs/maths.md section 2) and fills its parameter deltas
 // and, when delta_in is set, the innovations of its input units.
 //
-// One file per kind (linear.cc, activation.cc, conv2d.cc, pool.cc, norm.cc); MakeLayer (model.cc) is
-// the one switch that maps a kind to its class. Not thread-safe.
+// One file per kind (linear.cc, activation.cc, head_layers.cc, conv2d.cc,
+// pool.cc, norm.cc), each registering its kinds' factories with the CPU
+// engine's registry (cpu_layers.h). Not thread-safe.
 #ifndef TAGI_WORKER_ENGINE_LAYER_H_
 #define TAGI_WORKER_ENGINE_LAYER_H_
 

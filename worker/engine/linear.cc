@@ -4,6 +4,7 @@
 
 #include "worker/engine/blas.h"
 #include "worker/engine/elementwise.h"
+#include "worker/engine/cpu_layers.h"
 
 namespace tagi::engine {
 
@@ -113,6 +114,14 @@ void Linear::ApplyStep(const LayerIo& io, float inv_cap, float variance_floor) {
   for (size_t o = 0; o < out_; ++o) {
     elementwise::CappedStep(inv_cap, variance_floor, db.mu[o], db.var[o], &b.mu[o], &b.var[o]);
   }
+}
+
+using Made = absl::StatusOr<std::unique_ptr<Layer>>;
+
+void RegisterLinearLayers(CpuLayerRegistry& r) {
+  r.Add(tagi::v1::Layer::LINEAR, [](const spec::PlannedLayer& p) -> Made {
+    return std::make_unique<Linear>(p.spec.in, p.spec.out);
+  });
 }
 
 }  // namespace tagi::engine

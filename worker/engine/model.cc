@@ -9,6 +9,7 @@
 #include "worker/engine/activation.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/conv2d.h"
+#include "worker/engine/cpu_layers.h"
 #include "worker/engine/head_layers.h"
 #include "worker/engine/linear.h"
 #include "worker/engine/norm.h"
@@ -36,29 +37,24 @@ float CapFactor(size_t batch, const CapPolicy& policy) {
   return policy.large_batch;
 }
 
-std::unique_ptr<Layer> MakeLayer(const spec::PlannedLayer& planned) {
-  const spec::LayerSpec& s = planned.spec;
-  switch (s.kind) {
-    case tagi::v1::Layer::LINEAR:
-      return std::make_unique<Linear>(s.in, s.out);
-    case tagi::v1::Layer::CONV2D:
-      return std::make_unique<Conv2d>(planned);
-    case tagi::v1::Layer::AVG_POOL2D:
-      return std::make_unique<AvgPool2d>(planned);
-    case tagi::v1::Layer::MAX_POOL2D:
-      return std::make_unique<MaxPool2d>(planned);
-    case tagi::v1::Layer::BATCH_NORM:
-      return std::make_unique<BatchNorm>(planned);
-    case tagi::v1::Layer::LAYER_NORM:
-      return std::make_unique<LayerNorm>(planned);
-    case tagi::v1::Layer::REMAX:
-    case tagi::v1::Layer::CLOSED_FORM_SOFTMAX:
-      return std::make_unique<SoftmaxActivation>(s.kind, planned.in.size());
-    case tagi::v1::Layer::EVEN_EXP:
-      return std::make_unique<EvenExpActivation>(planned.in.size());
-    default:
-      return std::make_unique<Activation>(s.kind, s.slope, planned.in.size());
-  }
+const CpuLayerRegistry& CpuLayers() {
+  // Built once, on first use, and never changed (no registration from
+  // static initialisers: the list of files is here, in one place).
+  static const CpuLayerRegistry* const registry = [] {
+    auto* r = new CpuLayerRegistry("CPU");
+    RegisterLinearLayers(*r);
+    RegisterActivationLayers(*r);
+    RegisterHeadLayers(*r);
+    RegisterConv2dLayers(*r);
+    RegisterPoolLayers(*r);
+    RegisterNormLayers(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const spec::PlannedLayer& planned) {
+  return CpuLayers().Make(planned);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const Architecture& arch,
@@ -66,12 +62,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const Architecture& arch,
   auto plan = spec::MakePlan(arch, {std::max<size_t>(max_batch, 1), kAlignFloats});
   if (!plan.ok()) return plan.status();
   std::unique_ptr<Model> model(new Model(std::move(*plan)));
-  model->Build();
+  if (absl::Status st = model->Build(); !st.ok()) return st;
   return model;
 }
 
-void Model::Build() {
-  for (const spec::PlannedLayer& l : plan_.layers) layers_.push_back(MakeLayer(l));
+absl::Status Model::Build() {
+  for (const spec::PlannedLayer& l : plan_.layers) {
+    absl::StatusOr<std::unique_ptr<Layer>> layer = MakeLayer(l);
+    if (!layer.ok()) return layer.status();
+    layers_.push_back(*std::move(layer));
+  }
   if (BlasThreads() > 1) team_ = std::make_unique<ThreadTeam>(BlasThreads());
   params_.assign(2 * plan_.num_parameters, 0.0f);
   deltas_.assign(2 * plan_.num_parameters + plan_.num_state + kControlWords, 0.0f);
@@ -85,6 +85,7 @@ void Model::Build() {
     tree_.emplace(static_cast<int>(arch.head.num_classes));
     node_scratch_.resize(static_cast<size_t>(tree_->output_width()));
   }
+  return absl::OkStatus();
 }
 
 void Model::Reserve(size_t max_batch) {

@@ -48,8 +48,9 @@ float CapFactor(size_t batch, const CapPolicy& policy = {});
 // Variances that a step drives to <= 0 are reset to this.
 inline constexpr float kVarianceFloor = 1e-5f;
 
-// The CPU layer of a planned layer (the one switch from kinds to classes).
-std::unique_ptr<Layer> MakeLayer(const spec::PlannedLayer& planned);
+// The CPU layer of a planned layer, from the CPU engine's registry
+// (cpu_layers.h); Unimplemented for a kind it has no layer for.
+absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const spec::PlannedLayer& planned);
 
 class Model {
  public:
@@ -131,7 +132,7 @@ class Model {
 
  private:
   explicit Model(spec::Plan plan) : plan_(std::move(plan)) {}
-  void Build();
+  absl::Status Build();
   void Backward(size_t batch);
   ArenaBases Bases();
   GaussianView At(const spec::Slot& slot) {

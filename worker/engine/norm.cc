@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "worker/engine/elementwise.h"
+#include "worker/engine/cpu_layers.h"
 
 namespace tagi::engine {
 namespace {
@@ -246,6 +247,15 @@ void LayerNorm::Backward(const LayerIo& io) {
       StoreParamDeltas(io, c, sums, bias_);
     }
   });
+}
+
+using Made = absl::StatusOr<std::unique_ptr<Layer>>;
+
+void RegisterNormLayers(CpuLayerRegistry& r) {
+  r.Add(tagi::v1::Layer::BATCH_NORM,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<BatchNorm>(p); });
+  r.Add(tagi::v1::Layer::LAYER_NORM,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<LayerNorm>(p); });
 }
 
 }  // namespace tagi::engine

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include "worker/engine/cpu_layers.h"
 
 namespace tagi::engine {
 namespace {
@@ -113,6 +114,15 @@ void MaxPool2d::Backward(const LayerIo& io) {
       io.delta_in.var[i] += io.delta_out.var[o];
     }
   });
+}
+
+using Made = absl::StatusOr<std::unique_ptr<Layer>>;
+
+void RegisterPoolLayers(CpuLayerRegistry& r) {
+  r.Add(tagi::v1::Layer::AVG_POOL2D,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<AvgPool2d>(p); });
+  r.Add(tagi::v1::Layer::MAX_POOL2D,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<MaxPool2d>(p); });
 }
 
 }  // namespace tagi::engine

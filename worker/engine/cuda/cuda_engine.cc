@@ -321,13 +321,8 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architectur
   s->n = s->plan.num_parameters;
   s->n_pad = RoundUp(s->n);
   for (const spec::PlannedLayer& l : s->plan.layers) {
-    s->layers.push_back(MakeCudaLayer(l));
-    if (s->layers.back() == nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          l.path, ": ", spec::KindName(l.spec.kind),
-          " layers need cuDNN on CUDA, which this build was made without; run this job with "
-          "device \"cpu\" or rebuild where cudnn.h is found"));
-    }
+    TAGI_ASSIGN_OR_RETURN(std::unique_ptr<CudaLayer> layer, CudaLayers().Make(l));
+    s->layers.push_back(std::move(layer));
   }
   s->head = arch.head;
   if (arch.head.hierarchical_softmax()) {

@@ -400,23 +400,26 @@ class CudaConv2d final : public CudaLayer {
 
 }  // namespace
 
-std::unique_ptr<CudaLayer> MakeCudaImageLayer(const spec::PlannedLayer& planned) {
-  switch (planned.spec.kind) {
+void RegisterCudaImageLayers(CudaLayerRegistry& r) {
+  using Made = absl::StatusOr<std::unique_ptr<CudaLayer>>;
+  r.Add(tagi::v1::Layer::CONV2D, [](const spec::PlannedLayer& p) -> Made {
 #if TAGI_HAVE_CUDNN
-    case tagi::v1::Layer::CONV2D:
-      return std::make_unique<CudaConv2d>(planned);
+    return std::make_unique<CudaConv2d>(p);
+#else
+    return absl::UnimplementedError(absl::StrCat(
+        p.path, ": ", spec::KindName(p.spec.kind),
+        " layers need cuDNN on CUDA, which this build was made without; run this job with "
+        "device \"cpu\" or rebuild where cudnn.h is found"));
 #endif
-    case tagi::v1::Layer::AVG_POOL2D:
-      return std::make_unique<CudaAvgPool>(planned);
-    case tagi::v1::Layer::MAX_POOL2D:
-      return std::make_unique<CudaMaxPool>(planned);
-    case tagi::v1::Layer::BATCH_NORM:
-      return std::make_unique<CudaBatchNorm>(planned);
-    case tagi::v1::Layer::LAYER_NORM:
-      return std::make_unique<CudaLayerNorm>(planned);
-    default:
-      return nullptr;
-  }
+  });
+  r.Add(tagi::v1::Layer::AVG_POOL2D,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<CudaAvgPool>(p); });
+  r.Add(tagi::v1::Layer::MAX_POOL2D,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<CudaMaxPool>(p); });
+  r.Add(tagi::v1::Layer::BATCH_NORM,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<CudaBatchNorm>(p); });
+  r.Add(tagi::v1::Layer::LAYER_NORM,
+        [](const spec::PlannedLayer& p) -> Made { return std::make_unique<CudaLayerNorm>(p); });
 }
 
 }  // namespace tagi::engine::cuda

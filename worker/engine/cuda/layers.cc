@@ -183,25 +183,38 @@ absl::Status CudaLayer::ApplyStep(const CudaContext& ctx, const CudaLayerIo& io,
   return Refresh(ctx, io);
 }
 
-std::unique_ptr<CudaLayer> MakeCudaLayer(const spec::PlannedLayer& planned) {
-  const spec::LayerSpec& s = planned.spec;
-  switch (s.kind) {
-    case tagi::v1::Layer::LINEAR:
-      return std::make_unique<CudaLinear>(s.in, s.out);
-    case tagi::v1::Layer::RELU:
-    case tagi::v1::Layer::LEAKY_RELU:
-    case tagi::v1::Layer::SIGMOID:
-    case tagi::v1::Layer::TANH:
-    case tagi::v1::Layer::SOFTPLUS:
-    case tagi::v1::Layer::MIXTURE_RELU:
-      return std::make_unique<CudaActivation>(s.kind, s.slope, planned.in.size());
-    case tagi::v1::Layer::REMAX:
-    case tagi::v1::Layer::CLOSED_FORM_SOFTMAX:
-    case tagi::v1::Layer::EVEN_EXP:
-      return std::make_unique<CudaHeadActivation>(s.kind, planned.in.size());
-    default:
-      return MakeCudaImageLayer(planned);
+namespace {
+using Made = absl::StatusOr<std::unique_ptr<CudaLayer>>;
+}  // namespace
+
+void RegisterCudaLayers(CudaLayerRegistry& r) {
+  r.Add(tagi::v1::Layer::LINEAR, [](const spec::PlannedLayer& p) -> Made {
+    return std::make_unique<CudaLinear>(p.spec.in, p.spec.out);
+  });
+  for (const spec::LayerKind kind :
+       {tagi::v1::Layer::RELU, tagi::v1::Layer::LEAKY_RELU, tagi::v1::Layer::SIGMOID,
+        tagi::v1::Layer::TANH, tagi::v1::Layer::SOFTPLUS, tagi::v1::Layer::MIXTURE_RELU}) {
+    r.Add(kind, [](const spec::PlannedLayer& p) -> Made {
+      return std::make_unique<CudaActivation>(p.spec.kind, p.spec.slope, p.in.size());
+    });
   }
+  for (const spec::LayerKind kind : {tagi::v1::Layer::REMAX, tagi::v1::Layer::CLOSED_FORM_SOFTMAX,
+                                     tagi::v1::Layer::EVEN_EXP}) {
+    r.Add(kind, [](const spec::PlannedLayer& p) -> Made {
+      return std::make_unique<CudaHeadActivation>(p.spec.kind, p.in.size());
+    });
+  }
+}
+
+const CudaLayerRegistry& CudaLayers() {
+  // Built once, on first use, and never changed.
+  static const CudaLayerRegistry* const registry = [] {
+    auto* r = new CudaLayerRegistry("CUDA");
+    RegisterCudaLayers(*r);
+    RegisterCudaImageLayers(*r);
+    return r;
+  }();
+  return *registry;
 }
 
 }  // namespace tagi::engine::cuda

@@ -17,8 +17,10 @@
 // applies it on the way instead of a separate pass. PendingFactors tells
 // ApplyStep what the delta arena still lacks (cuda_engine.h explains when).
 //
-// One class per kind in layers.cc; MakeCudaLayer is the one switch from
-// kinds to classes. Internal to worker/engine/cuda. Not thread-safe.
+// One class per kind in layers.cc and image_layers.cc, each file
+// registering its kinds' factories with the CUDA engine's registry
+// (CudaLayers, layer_registry.h). Internal to worker/engine/cuda. Not
+// thread-safe.
 #ifndef TAGI_WORKER_ENGINE_CUDA_LAYERS_H_
 #define TAGI_WORKER_ENGINE_CUDA_LAYERS_H_
 
@@ -33,6 +35,7 @@
 #include "worker/engine/cuda/device_memory.h"
 #include "worker/engine/gaussian.h"
 #include "worker/engine/layer.h"
+#include "worker/engine/layer_registry.h"
 
 namespace tagi::engine::cuda {
 
@@ -94,13 +97,14 @@ absl::Status WeightsAndBiasesStep(const CudaContext& ctx, const CudaLayerIo& io,
                                   size_t biases, float inv_cap, float variance_floor,
                                   const PendingFactors& pending);
 
-// The CUDA layer of a planned layer. REQUIRES: planned.spec.kind is a kind
-// the plan can hold (never RESIDUAL, which the plan turns into steps).
-// nullptr for a kind this build cannot run on CUDA (CONV2D without cuDNN).
-std::unique_ptr<CudaLayer> MakeCudaLayer(const spec::PlannedLayer& planned);
-// The image kinds (image_layers.cc): CONV2D (when built with cuDNN),
-// AVG_POOL2D, MAX_POOL2D, BATCH_NORM and LAYER_NORM; nullptr otherwise.
-std::unique_ptr<CudaLayer> MakeCudaImageLayer(const spec::PlannedLayer& planned);
+using CudaLayerRegistry = LayerRegistry<CudaLayer>;
+// layers.cc: LINEAR, the hidden activations, REMAX, CLOSED_FORM_SOFTMAX, EVEN_EXP.
+void RegisterCudaLayers(CudaLayerRegistry& r);
+// image_layers.cc: CONV2D (Unimplemented, with the reason, in a build
+// without cuDNN), AVG_POOL2D, MAX_POOL2D, BATCH_NORM, LAYER_NORM.
+void RegisterCudaImageLayers(CudaLayerRegistry& r);
+// Every CUDA layer kind, registered once; immutable.
+const CudaLayerRegistry& CudaLayers();
 
 }  // namespace tagi::engine::cuda
 

@@ -1,0 +1,56 @@
+// tagictl validate: the coordinator's validation of a job file, run locally.
+#include "ctl/validate.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tagi {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ValidateJobFile, AnExampleIsValidAndDescribed) {
+  const Validation v = ValidateJobFile(std::string(TAGI_SOURCE_DIR) + "/examples/fmnist_fnn.json");
+  ASSERT_TRUE(v.valid) << v.text;
+  EXPECT_THAT(v.text, HasSubstr("valid: 784-"));
+  EXPECT_THAT(v.text, HasSubstr("parameters"));
+  EXPECT_THAT(v.json, HasSubstr("\"valid\": true"));
+  EXPECT_THAT(v.json, HasSubstr("\"output\": [11, 1, 1]"));
+}
+
+TEST(ValidateJobFile, AShapeMismatchIsRefusedWithItsPath) {
+  const std::string path = Write("bad_width.json", R"({
+    "layers": [{"linear": {"inFeatures": 784, "outFeatures": 10}},
+               {"linear": {"inFeatures": 9, "outFeatures": 11}}],
+    "head": {"classification": {"numClasses": 10}},
+    "data": {"kind": "FASHION_MNIST"}, "batchSize": 8, "epochs": 1})");
+  const Validation v = ValidateJobFile(path);
+  EXPECT_FALSE(v.valid);
+  EXPECT_THAT(v.text, HasSubstr("invalid"));
+  EXPECT_THAT(v.text, HasSubstr("layers[1].in_features"));
+  EXPECT_THAT(v.json, HasSubstr("\"valid\": false"));
+  std::remove(path.c_str());
+}
+
+TEST(ValidateJobFile, UnreadableAndMalformedFilesAreRefused) {
+  EXPECT_FALSE(ValidateJobFile(::testing::TempDir() + "/no_such_job.json").valid);
+  const std::string path = Write("not_json.json", "{\"layers\": [\n\"quote\\\" and a tab\t");
+  const Validation v = ValidateJobFile(path);
+  EXPECT_FALSE(v.valid);
+  // The error goes into valid JSON: quotes and control bytes escaped.
+  EXPECT_THAT(v.json, ::testing::Not(HasSubstr("\t")));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tagi
