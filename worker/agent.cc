@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "worker/attempt.h"
+#include "worker/job_rules.h"
 #include "worker/metrics.h"
 
 #include "absl/strings/str_format.h"
@@ -46,14 +47,10 @@ bool Agent::RegisterWithRetry() {
                    options_.coordinator.c_str(), worker_id_.c_str());
       return true;
     }
-    if (absl::IsUnauthenticated(resp.status())) {
-      std::fprintf(stderr, "tagi-worker: the coordinator refused us: %s (check --join-token-file)\n",
-                   std::string(resp.status().message()).c_str());
-      return false;
-    }
-    if (absl::IsFailedPrecondition(resp.status())) {
-      std::fprintf(stderr, "tagi-worker: the coordinator refused us: %s\n",
-                   std::string(resp.status().message()).c_str());
+    if (!RetryRegistration(resp.status())) {
+      std::fprintf(stderr, "tagi-worker: the coordinator refused us: %s%s\n",
+                   std::string(resp.status().message()).c_str(),
+                   absl::IsUnauthenticated(resp.status()) ? " (check --join-token-file)" : "");
       return false;
     }
     if (attempt == 0 || attempt % 10 == 0) {
@@ -95,7 +92,7 @@ int Agent::Run() {
       so.on_connected = [m](bool connected) { m->SetCoordinatorConnected(connected); };
     }
     session.reset();
-    session.emplace(client_, so, clock_);
+    session.emplace(streams_, so, clock_);
     session->Start();
   };
   start_session();
@@ -104,9 +101,9 @@ int Agent::Run() {
   while (!stop_) {
     auto resp = client_.Rendezvous(worker_id_, options_.poll);
     if (!resp.ok()) {
-      const bool refused = absl::IsUnauthenticated(resp.status());
-      if (absl::IsNotFound(resp.status()) || refused) {  // the coordinator forgot us
-        if (refused) {
+      const RendezvousAction action = OnRendezvousFailure(resp.status());
+      if (action == RendezvousAction::kRegisterAgain || action == RendezvousAction::kNewIdentity) {
+        if (action == RendezvousAction::kNewIdentity) {
           std::fprintf(stderr, "tagi-worker %s: the coordinator refused our credentials (%s); "
                        "registering again\n", worker_id_.c_str(),
                        std::string(resp.status().message()).c_str());
@@ -118,7 +115,7 @@ int Agent::Run() {
         if (worker_id_ != before) start_session();
         continue;
       }
-      if (absl::IsFailedPrecondition(resp.status())) return 1;
+      if (action == RendezvousAction::kStop) return 1;
       Backoff(failures++);
       continue;
     }

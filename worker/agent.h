@@ -18,6 +18,7 @@
 #include "worker/coordinator_client.h"
 #include "worker/job_runner.h"
 #include "worker/session.h"
+#include "worker/session_stream.h"
 
 namespace tagi {
 
@@ -55,6 +56,7 @@ class Agent {
   AgentOptions options_;
   Clock& clock_;
   CoordinatorClient client_;
+  GrpcSessionStreams streams_{client_};  // the session's, over client_
   absl::Mutex stop_mu_;  // held to set stop_, so that a back-off wakes
   std::atomic<bool> stop_{false};
   std::string worker_id_;

@@ -22,6 +22,7 @@
 #include "worker/data/data_roots.h"
 #include "worker/data/loader.h"
 #include "worker/engine/model_file.h"
+#include "worker/job_rules.h"
 #include "worker/metrics.h"
 #include "worker/snapshot_uploader.h"
 #include "worker/trainer.h"
@@ -71,36 +72,6 @@ void DepartTogether(Store& store, const Assignment& a, absl::Duration timeout) {
   // Best effort: the work is already done.
   (void)StoreBarrier(store, "done", static_cast<int>(a.rank()), static_cast<int>(a.world_size()),
                      timeout);
-}
-
-// The job's backend: the one it names, else NCCL for a GPU engine and our
-// TCP ring for a CPU engine (see docs/architecture.md "Collectives" for the figures behind
-// the CPU choice). A GPU engine with a CPU backend stages its deltas
-// through host memory.
-tagi::v1::JobSpec::Backend ChooseBackend(const tagi::v1::JobSpec& spec, int device) {
-  if (spec.backend() != tagi::v1::JobSpec::BACKEND_UNSPECIFIED) return spec.backend();
-  return device >= 0 ? tagi::v1::JobSpec::NCCL : tagi::v1::JobSpec::TCP_RING;
-}
-
-// Where this worker runs the job: a "cpu" job on the CPU engine, a
-// "cuda:N" job on the worker's own GPU (--device; the job's N says only
-// that it wants a GPU, the worker owns one). FailedPrecondition when a GPU
-// job reaches a CPU worker.
-absl::StatusOr<int> EngineDevice(const tagi::v1::JobSpec& spec, int worker_device) {
-  TAGI_ASSIGN_OR_RETURN(const int wanted, ParseDevice(spec.device()));
-  if (wanted < 0) return -1;
-  if (worker_device < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the job asks for device ", spec.device(),
-        " but this worker runs the CPU engine (start it with --device cuda:N)"));
-  }
-  return worker_device;
-}
-
-// A group is formed for several ranks, and for one when the job names NCCL
-// (so that a world-1 NCCL job exercises its bootstrap through the store).
-bool NeedsGroup(const Assignment& a) {
-  return a.world_size() > 1 || a.spec().backend() == tagi::v1::JobSpec::NCCL;
 }
 
 // `device`: the engine's (EngineDevice).
@@ -241,36 +212,6 @@ void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& contro
   }
 }
 
-// What is wrong with resuming `s` (decoded, its world known) in this
-// generation; empty when nothing is. Under a fixed world the cursor must be
-// a step of that world; an elastic job's may come from another world (the
-// snapshot's), anywhere in an epoch.
-std::string CheckResumeCursor(const Snapshot& s, const Assignment& a, const Trainer& trainer,
-                              size_t num_samples) {
-  const tagi::v1::JobSpec& spec = a.spec();
-  const uint64_t steps = trainer.steps_per_epoch();
-  if (s.epoch > spec.epochs() || (s.epoch == spec.epochs() && s.offset != 0)) {
-    return absl::StrFormat("epoch %d offset %d is past the job's %d epochs", s.epoch, s.offset,
-                           spec.epochs());
-  }
-  if (!IsElastic(spec)) {
-    if (s.world != a.world_size()) {
-      return absl::StrFormat("it was taken at world %d; this job's world is fixed at %d", s.world,
-                             a.world_size());
-    }
-    if (s.step >= steps || s.offset != s.step * trainer.global_batch() ||
-        s.global_step != s.epoch * steps + s.step) {
-      return absl::StrFormat("epoch %d step %d (global %d) is not a step of this job", s.epoch,
-                             s.step, s.global_step);
-    }
-    return "";
-  }
-  if (s.offset >= num_samples && !(s.offset == 0 && s.step == 0)) {
-    return absl::StrFormat("offset %d is past the epoch's %d samples", s.offset, num_samples);
-  }
-  return "";
-}
-
 // What is wrong with resuming `s` in this generation; empty when nothing is.
 std::string ResumeMismatch(const Snapshot& s, const Assignment& a, const engine::Engine& model,
                            const Trainer& trainer, size_t num_samples) {
@@ -279,7 +220,9 @@ std::string ResumeMismatch(const Snapshot& s, const Assignment& a, const engine:
     return absl::StrFormat("it is at step %d, the coordinator announced %d", s.global_step,
                            a.resume_global_step());
   }
-  if (std::string wrong = CheckResumeCursor(s, a, trainer, num_samples); !wrong.empty()) {
+  if (std::string wrong = CheckResumeCursor(s, a, trainer.steps_per_epoch(),
+                                              trainer.global_batch(), num_samples);
+      !wrong.empty()) {
     return wrong;
   }
   const Snapshot expected = SnapshotHeader(a, model, {s.epoch, s.step, s.offset, s.global_step});
@@ -494,32 +437,13 @@ JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& opti
   bool in_group = false;
   const absl::Status st = Train(client, options, a, clock, control, progress, &in_group);
 
-  JobOutcome out;
-  std::string abort_reason;
-  const bool shutting_down = options.shutting_down && options.shutting_down();
-  if (st.ok()) {
-    out.ok = true;
-  } else if (absl::IsCancelled(st)) {
-    out.cancelled = true;
-    // The group agreed to stop: this rank was told to cancel, or is
-    // shutting down (the job goes on without it), or neither: then a peer
-    // voted, for either reason, and the coordinator knows which (a
-    // cancelled job stays cancelled; a peer's shutdown ends the generation).
-    const bool told = control.stop_vote.load();
-    out.retryable = shutting_down || !told;
-    out.reason = shutting_down ? "the worker is shutting down (signal)"
-                 : told        ? "cancelled"
-                               : "a peer rank stopped the group (shutting down or cancelled)";
-  } else if (control.aborted(&abort_reason)) {
-    out.retryable = true;
-    out.reason = absl::StrCat("aborted: ", abort_reason, " (", st.message(), ")");
-  } else {
-    // After the group formed, a failure is the group's (a peer died, the
-    // coordinator went away); before, only a broken connection is.
-    out.retryable = in_group || absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st) ||
-                    absl::IsAborted(st);
-    out.reason = std::string(st.message());
-  }
+  AttemptEnd end;
+  end.status = st;
+  end.shutting_down = options.shutting_down && options.shutting_down();
+  end.told_to_stop = control.stop_vote.load();
+  end.aborted = control.aborted(&end.abort_reason);
+  end.in_group = in_group;
+  const JobOutcome out = ClassifyAttemptEnd(end);
   tagi::v1::FinishJobRequest fin;
   fin.set_worker_id(options.worker_id);
   fin.set_job_id(a.job_id());

@@ -29,6 +29,7 @@
 #include "worker/attempt.h"
 #include "worker/coordinator_client.h"
 #include "worker/data/loader.h"
+#include "worker/job_rules.h"
 
 namespace tagi {
 
@@ -68,13 +69,6 @@ struct JobRunnerOptions {
   // Job data is read only under these directories (tagi-worker
   // --data-root; data/data_roots.h); empty: anywhere (in-process tests).
   std::vector<std::string> data_roots;
-};
-
-struct JobOutcome {
-  bool ok = false;
-  bool cancelled = false;
-  bool retryable = false;  // the group failed, not the job
-  std::string reason;
 };
 
 // Runs the assignment to its end and reports it with FinishJob.

@@ -5,7 +5,6 @@
 
 #include "common/backoff.h"
 #include "common/clock.h"
-#include "common/grpc_util.h"
 
 namespace tagi {
 namespace {
@@ -26,8 +25,8 @@ const char* DirectiveName(tagi::v1::Directive d) {
 
 }  // namespace
 
-Session::Session(CoordinatorClient& client, SessionOptions options, Clock& clock)
-    : client_(client), clock_(clock), options_(std::move(options)) {}
+Session::Session(SessionStreams& streams, SessionOptions options, Clock& clock)
+    : streams_(streams), clock_(clock), options_(std::move(options)) {}
 
 Session::~Session() { Stop(); }
 
@@ -99,14 +98,13 @@ void Session::Handle(const tagi::v1::SessionDirective& d) {
 }
 
 bool Session::RunStream() {
-  auto ctx = MakeClientContext(absl::InfiniteDuration());  // liveness: silence_timeout
-  client_.AddCredentials(ctx.get());
-  auto stream = client_.OpenSession(ctx.get());
+  std::unique_ptr<SessionStream> stream = streams_.Open();  // liveness: silence_timeout
   tagi::v1::SessionMessage first;
   {
     absl::MutexLock lock(&mu_);
     if (stop_) return false;
     first = Compose();
+    poked_ = false;  // the first message carries what a pending poke wanted sent
   }
   std::atomic<bool> reader_done{false};
   std::atomic<bool> heard{false};
@@ -165,13 +163,13 @@ bool Session::RunStream() {
     auto done = [&reader_done]() { return reader_done.load(); };
     clock_.AwaitWithTimeout(mu_, absl::Condition(&done), kCloseWait);
   }
-  ctx->TryCancel();
+  stream->Cancel();
   if (reader.joinable()) reader.join();
-  const absl::Status st = FromGrpcStatus(stream->Finish());
+  const absl::Status st = stream->Finish();
   SetConnected(false);
   if (!clean && heard.load()) {
     std::fprintf(stderr, "tagi-worker %s: session with %s lost (%s); reconnecting\n",
-                 options_.worker_id.c_str(), client_.target().c_str(),
+                 options_.worker_id.c_str(), streams_.target().c_str(),
                  st.ok() ? "closed by the coordinator" : std::string(st.message()).c_str());
   }
   return heard.load();

@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "worker/attempt.h"
-#include "worker/coordinator_client.h"
+#include "worker/session_stream.h"
 
 namespace tagi {
 
@@ -42,9 +42,10 @@ struct SessionOptions {
 
 class Session {
  public:
-  // Every wait (heartbeats, silence, backoff) is on `clock`; `client` and
-  // `clock` outlive the session.
-  Session(CoordinatorClient& client, SessionOptions options, Clock& clock);
+  // Streams come from `streams` (GrpcSessionStreams in tagi-worker); every
+  // wait (heartbeats, silence, backoff) is on `clock`. Both outlive the
+  // session.
+  Session(SessionStreams& streams, SessionOptions options, Clock& clock);
   ~Session();  // Stop()
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -72,7 +73,7 @@ class Session {
   void SetConnected(bool connected);
   tagi::v1::SessionMessage Compose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  CoordinatorClient& client_;
+  SessionStreams& streams_;
   Clock& clock_;
   const SessionOptions options_;
   std::thread thread_;

@@ -46,6 +46,18 @@ class ServicesOnAFakeClock : public ::testing::Test {
     return ctx;
   }
 
+  void RegisterWorker(tagi::v1::RegisterResponse& reg) {
+    auto ctx = Context();
+    ASSERT_TRUE(stub_->Register(ctx.get(), tagi::v1::RegisterRequest(), &reg).ok());
+  }
+  // A context with the worker's credentials (a session stream needs them).
+  std::unique_ptr<grpc::ClientContext> WorkerContext(const tagi::v1::RegisterResponse& reg) {
+    auto ctx = Context();
+    ctx->AddMetadata(kWorkerIdMetadataKey, reg.worker_id());
+    ctx->AddMetadata(kWorkerSecretMetadataKey, reg.secret());
+    return ctx;
+  }
+
   // Advances the clock by `d` once the keep-alive ticker waits on it again
   // (a wait begun after the previous advance, its deadline fixed), so that
   // the ticker sees every advance as one interval.
@@ -71,13 +83,8 @@ class ServicesOnAFakeClock : public ::testing::Test {
 
 TEST_F(ServicesOnAFakeClock, AStreamWithoutAFirstMessageEndsAtItsDeadlineOnTheCoordinatorsClock) {
   tagi::v1::RegisterResponse reg;
-  {
-    auto ctx = Context();
-    ASSERT_TRUE(stub_->Register(ctx.get(), tagi::v1::RegisterRequest(), &reg).ok());
-  }
-  auto ctx = Context();
-  ctx->AddMetadata(kWorkerIdMetadataKey, reg.worker_id());
-  ctx->AddMetadata(kWorkerSecretMetadataKey, reg.secret());
+  ASSERT_NO_FATAL_FAILURE(RegisterWorker(reg));
+  auto ctx = WorkerContext(reg);
   auto stream = stub_->Session(ctx.get());
   absl::Notification ended;
   grpc::Status status;
@@ -105,13 +112,8 @@ TEST_F(ServicesOnAFakeClock, AStreamWithoutAFirstMessageEndsAtItsDeadlineOnTheCo
 
 TEST_F(ServicesOnAFakeClock, AnOpenSessionGetsAKeepAliveEveryIntervalOfTheClock) {
   tagi::v1::RegisterResponse reg;
-  {
-    auto ctx = Context();
-    ASSERT_TRUE(stub_->Register(ctx.get(), tagi::v1::RegisterRequest(), &reg).ok());
-  }
-  auto ctx = Context();
-  ctx->AddMetadata(kWorkerIdMetadataKey, reg.worker_id());
-  ctx->AddMetadata(kWorkerSecretMetadataKey, reg.secret());
+  ASSERT_NO_FATAL_FAILURE(RegisterWorker(reg));
+  auto ctx = WorkerContext(reg);
   auto stream = stub_->Session(ctx.get());
   tagi::v1::SessionMessage first;
   first.set_worker_id(reg.worker_id());

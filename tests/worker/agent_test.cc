@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/child_process.h"
 
 namespace tagi {
 namespace {
@@ -35,14 +37,9 @@ int ClosedPort() {
 }
 
 // Polls (in real time, bounded) until `pred` holds.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time until = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < until) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return pred();
+// Polls (in real time, bounded) until `pred` holds.
+bool Eventually(const std::function<bool()>& pred) {
+  return testing::WaitUntil(pred, absl::Seconds(30), absl::Milliseconds(1));
 }
 
 TEST(Agent, RetriesRegistrationOnlyAfterItsBackOffOnTheClock) {

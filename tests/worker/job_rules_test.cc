@@ -1,0 +1,152 @@
+// The worker runtime's pure decisions (worker/job_rules.h).
+#include "worker/job_rules.h"
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tagi {
+namespace {
+
+using ::testing::HasSubstr;
+using tagi::v1::JobSpec;
+
+TEST(ChooseBackend, TheJobsOwnElseNcclOnAGpuElseTheRing) {
+  JobSpec spec;
+  EXPECT_EQ(ChooseBackend(spec, -1), JobSpec::TCP_RING);
+  EXPECT_EQ(ChooseBackend(spec, 0), JobSpec::NCCL);
+  spec.set_backend(JobSpec::GLOO);
+  EXPECT_EQ(ChooseBackend(spec, 0), JobSpec::GLOO);
+  EXPECT_EQ(ChooseBackend(spec, -1), JobSpec::GLOO);
+}
+
+TEST(EngineDevice, CpuJobsOnTheCpuGpuJobsOnTheWorkersOwnGpu) {
+  JobSpec spec;
+  spec.set_device("cpu");
+  EXPECT_EQ(*EngineDevice(spec, -1), -1);
+  EXPECT_EQ(*EngineDevice(spec, 3), -1);  // a GPU worker runs CPU jobs on its CPU
+  spec.set_device("cuda:0");
+  EXPECT_EQ(*EngineDevice(spec, 3), 3);   // the worker's GPU, whatever N the job names
+  auto on_cpu = EngineDevice(spec, -1);
+  EXPECT_EQ(on_cpu.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(on_cpu.status().message()), HasSubstr("--device cuda:N"));
+  spec.set_device("tpu:1");
+  EXPECT_FALSE(EngineDevice(spec, 0).ok());
+}
+
+TEST(NeedsGroup, SeveralRanksOrNccl) {
+  tagi::v1::Assignment a;
+  a.set_world_size(1);
+  EXPECT_FALSE(NeedsGroup(a));
+  a.mutable_spec()->set_backend(JobSpec::NCCL);
+  EXPECT_TRUE(NeedsGroup(a));
+  a.mutable_spec()->set_backend(JobSpec::TCP_RING);
+  a.set_world_size(2);
+  EXPECT_TRUE(NeedsGroup(a));
+}
+
+tagi::v1::Assignment FixedJob(uint32_t world, uint32_t epochs) {
+  tagi::v1::Assignment a;
+  a.set_world_size(world);
+  a.mutable_spec()->set_epochs(epochs);
+  return a;
+}
+
+Snapshot At(uint64_t epoch, uint64_t step, uint64_t offset, uint64_t global_step, uint32_t world) {
+  Snapshot s;
+  s.epoch = epoch;
+  s.step = step;
+  s.offset = offset;
+  s.global_step = global_step;
+  s.world = world;
+  return s;
+}
+
+TEST(CheckResumeCursor, AFixedWorldNeedsOneOfItsOwnSteps) {
+  const auto a = FixedJob(2, 3);
+  // 10 steps per epoch of a global batch of 16.
+  EXPECT_EQ(CheckResumeCursor(At(1, 4, 64, 14, 2), a, 10, 16, 160), "");
+  EXPECT_EQ(CheckResumeCursor(At(3, 0, 0, 30, 2), a, 10, 16, 160), "");  // the end
+  EXPECT_THAT(CheckResumeCursor(At(1, 4, 64, 14, 3), a, 10, 16, 160),
+              HasSubstr("taken at world 3; this job's world is fixed at 2"));
+  EXPECT_THAT(CheckResumeCursor(At(1, 4, 65, 14, 2), a, 10, 16, 160),
+              HasSubstr("is not a step of this job"));
+  EXPECT_THAT(CheckResumeCursor(At(1, 4, 64, 15, 2), a, 10, 16, 160),
+              HasSubstr("is not a step of this job"));
+  EXPECT_THAT(CheckResumeCursor(At(1, 10, 160, 20, 2), a, 10, 16, 160),
+              HasSubstr("is not a step of this job"));
+  EXPECT_THAT(CheckResumeCursor(At(4, 0, 0, 40, 2), a, 10, 16, 160),
+              HasSubstr("past the job's 3 epochs"));
+  EXPECT_THAT(CheckResumeCursor(At(3, 1, 16, 31, 2), a, 10, 16, 160),
+              HasSubstr("past the job's 3 epochs"));
+}
+
+TEST(CheckResumeCursor, AnElasticJobResumesAnywhereInAnEpoch) {
+  auto a = FixedJob(3, 3);
+  a.mutable_spec()->set_min_world_size(1);
+  a.mutable_spec()->set_max_world_size(4);
+  // Taken at world 2 (global batch 16), resumed at world 3 (global batch 24).
+  EXPECT_EQ(CheckResumeCursor(At(1, 4, 64, 14, 2), a, 7, 24, 160), "");
+  EXPECT_EQ(CheckResumeCursor(At(1, 0, 0, 10, 2), a, 7, 24, 160), "");
+  EXPECT_THAT(CheckResumeCursor(At(1, 4, 160, 14, 2), a, 7, 24, 160),
+              HasSubstr("offset 160 is past the epoch's 160 samples"));
+}
+
+TEST(ClassifyAttemptEnd, SuccessAndTheJobsOwnFailure) {
+  EXPECT_TRUE(ClassifyAttemptEnd({absl::OkStatus()}).ok);
+  // Before the group formed, a bad job (bad data, a wrong device) is the job's.
+  const JobOutcome bad = ClassifyAttemptEnd({absl::InvalidArgumentError("bad CSV")});
+  EXPECT_FALSE(bad.ok);
+  EXPECT_FALSE(bad.retryable);
+  EXPECT_EQ(bad.reason, "bad CSV");
+  // ... but a broken connection is not.
+  EXPECT_TRUE(ClassifyAttemptEnd({absl::UnavailableError("no route")}).retryable);
+  EXPECT_TRUE(ClassifyAttemptEnd({absl::DeadlineExceededError("slow")}).retryable);
+  EXPECT_TRUE(ClassifyAttemptEnd({absl::AbortedError("over")}).retryable);
+  // After it formed, every failure is the group's.
+  AttemptEnd in_group{absl::InvalidArgumentError("peer sent garbage")};
+  in_group.in_group = true;
+  EXPECT_TRUE(ClassifyAttemptEnd(in_group).retryable);
+}
+
+TEST(ClassifyAttemptEnd, CancellationsAndAborts) {
+  AttemptEnd told{absl::CancelledError("stop")};
+  told.told_to_stop = true;
+  JobOutcome out = ClassifyAttemptEnd(told);
+  EXPECT_TRUE(out.cancelled);
+  EXPECT_FALSE(out.retryable);  // the user cancelled the job
+  EXPECT_EQ(out.reason, "cancelled");
+  AttemptEnd peer{absl::CancelledError("stop")};
+  out = ClassifyAttemptEnd(peer);
+  EXPECT_TRUE(out.retryable);  // a peer voted: the coordinator knows why
+  EXPECT_THAT(out.reason, HasSubstr("a peer rank stopped the group"));
+  AttemptEnd leaving{absl::CancelledError("stop")};
+  leaving.shutting_down = true;
+  leaving.told_to_stop = true;
+  out = ClassifyAttemptEnd(leaving);
+  EXPECT_TRUE(out.retryable);  // the job goes on without this worker
+  EXPECT_THAT(out.reason, HasSubstr("shutting down"));
+  AttemptEnd aborted{absl::InternalError("all-reduce failed")};
+  aborted.aborted = true;
+  aborted.abort_reason = "generation 3 is over";
+  out = ClassifyAttemptEnd(aborted);
+  EXPECT_TRUE(out.retryable);
+  EXPECT_EQ(out.reason, "aborted: generation 3 is over (all-reduce failed)");
+}
+
+TEST(AgentRules, WhatARefusalMeans) {
+  EXPECT_EQ(OnRendezvousFailure(absl::NotFoundError("unknown worker")),
+            RendezvousAction::kRegisterAgain);
+  EXPECT_EQ(OnRendezvousFailure(absl::UnauthenticatedError("bad secret")),
+            RendezvousAction::kNewIdentity);
+  EXPECT_EQ(OnRendezvousFailure(absl::FailedPreconditionError("protocol 2")),
+            RendezvousAction::kStop);
+  EXPECT_EQ(OnRendezvousFailure(absl::UnavailableError("down")), RendezvousAction::kBackOff);
+  EXPECT_EQ(OnRendezvousFailure(absl::DeadlineExceededError("slow")), RendezvousAction::kBackOff);
+  EXPECT_TRUE(RetryRegistration(absl::UnavailableError("down")));
+  EXPECT_FALSE(RetryRegistration(absl::UnauthenticatedError("join token")));
+  EXPECT_FALSE(RetryRegistration(absl::FailedPreconditionError("protocol 2")));
+}
+
+}  // namespace
+}  // namespace tagi
