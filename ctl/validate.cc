@@ -8,8 +8,8 @@
 namespace tagi {
 namespace {
 
-// A JSON string literal (RFC 8259): quotes, backslashes and control bytes
-// escaped; other bytes as they are (the messages are UTF-8 or printable).
+// A JSON string literal (RFC 8259) of UTF-8 text: quotes, backslashes and
+// control bytes escaped.
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) {
@@ -32,7 +32,10 @@ std::string JsonString(const std::string& s) {
 Validation Invalid(const std::string& path, const absl::Status& st) {
   Validation v;
   v.text = absl::StrFormat("%s: invalid: %s\n", Printable(path), Printable(st.message()));
-  v.json = absl::StrFormat("{\"valid\": false, \"error\": %s}\n", JsonString(std::string(st.message())));
+  // Printable first: a message may quote bytes of the file that are not
+  // UTF-8, which JSON cannot carry.
+  v.json = absl::StrFormat("{\"valid\": false, \"error\": %s}\n",
+                           JsonString(Printable(st.message())));
   return v;
 }
 

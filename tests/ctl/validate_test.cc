@@ -49,6 +49,12 @@ TEST(ValidateJobFile, UnreadableAndMalformedFilesAreRefused) {
   EXPECT_FALSE(v.valid);
   // The error goes into valid JSON: quotes and control bytes escaped.
   EXPECT_THAT(v.json, ::testing::Not(HasSubstr("\t")));
+  // Bytes that are not UTF-8 in a field name come back escaped, not raw.
+  const std::string latin1 = Write("latin1.json", "{\"na\xefve\": 1}");
+  const Validation bad = ValidateJobFile(latin1);
+  EXPECT_FALSE(bad.valid);
+  EXPECT_THAT(bad.json, ::testing::Not(HasSubstr("\xef")));
+  std::remove(latin1.c_str());
   std::remove(path.c_str());
 }
 
