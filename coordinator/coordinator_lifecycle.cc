@@ -72,7 +72,8 @@ absl::Status Coordinator::ApplyLocked(JobRecord& r, const JobEvent& event) {
         rec.set_failed_generation(ended_generation);
         rec.set_reason(t.rank_reason);
         rec.set_detected_ms(NowMs());
-        rec.set_failed_at_step(std::max<uint64_t>(r.max_reported_step, job.progress().global_step()));
+        rec.set_failed_at_step(
+            std::max<uint64_t>(r.max_reported_step, job.progress().global_step()));
         if (job.recoveries_size() > kMaxRecoveries) job.mutable_recoveries()->DeleteSubrange(0, 1);
         r.grew_ms = 0;  // a growth's timing is moot once its generation failed
         break;

@@ -2,40 +2,24 @@
 
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "common/json_string.h"
 #include "ctl/format.h"
 #include "spec/network.h"
 
 namespace tagi {
 namespace {
 
-// A JSON string literal (RFC 8259) of UTF-8 text: quotes, backslashes and
-// control bytes escaped.
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+// A quoted JSON string (common/json_string.h: any bytes give valid JSON).
+std::string Json(absl::string_view s) {
+  std::string out;
+  AppendJsonString(s, out);
+  return out;
 }
 
 Validation Invalid(const std::string& path, const absl::Status& st) {
   Validation v;
   v.text = absl::StrFormat("%s: invalid: %s\n", Printable(path), Printable(st.message()));
-  // Printable first: a message may quote bytes of the file that are not
-  // UTF-8, which JSON cannot carry.
-  v.json = absl::StrFormat("{\"valid\": false, \"error\": %s}\n",
-                           JsonString(Printable(st.message())));
+  v.json = absl::StrFormat("{\"valid\": false, \"error\": %s}\n", Json(st.message()));
   return v;
 }
 
@@ -56,7 +40,7 @@ Validation ValidateJobFile(const std::string& path) {
   v.json = absl::StrFormat(
       "{\"valid\": true, \"architecture\": %s, \"parameters\": %d, \"state\": %d, "
       "\"output\": [%d, %d, %d]}\n",
-      JsonString(arch->ToString()), arch->num_parameters(), arch->num_state(), out.c, out.h,
+      Json(arch->ToString()), arch->num_parameters(), arch->num_state(), out.c, out.h,
       out.w);
   return v;
 }
