@@ -18,7 +18,15 @@ namespace tagi {
 Agent::Agent(AgentOptions options, Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
-      client_(options_.coordinator, options_.rpc_timeout, options_.security) {}
+      grpc_client_(std::make_unique<CoordinatorClient>(options_.coordinator,
+                                                       options_.rpc_timeout, options_.security)),
+      grpc_streams_(std::make_unique<GrpcSessionStreams>(*grpc_client_)),
+      client_(*grpc_client_),
+      streams_(*grpc_streams_) {}
+
+Agent::Agent(AgentOptions options, Clock& clock, CoordinatorApi& coordinator,
+             SessionStreams& streams)
+    : options_(std::move(options)), clock_(clock), client_(coordinator), streams_(streams) {}
 
 void Agent::Backoff(int attempt) {
   const absl::Time until =

@@ -6,15 +6,19 @@
 // failed is not the worker's end: it asks for work again at once (the
 // coordinator resumes the job in a new generation). Re-registers, keeping
 // its id, when the coordinator forgot it (a restart).
-// Run() blocks; Stop() may be called from another thread.
+// Run() blocks; Stop() may be called from another thread. The coordinator
+// and the session streams are seams: gRPC in production, fakes in tests
+// (tests/worker/fake_coordinator.h, fake_session_streams.h).
 #ifndef TAGI_WORKER_AGENT_H_
 #define TAGI_WORKER_AGENT_H_
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "common/clock.h"
 #include "common/grpc_util.h"
+#include "worker/coordinator_api.h"
 #include "worker/coordinator_client.h"
 #include "worker/job_runner.h"
 #include "worker/session.h"
@@ -38,7 +42,12 @@ struct AgentOptions {
 
 class Agent {
  public:
+  // Talks gRPC to options.coordinator.
   Agent(AgentOptions options, Clock& clock);
+  // Talks to `coordinator` and opens its session on `streams` (both
+  // outlive the agent); options.coordinator only names it in logs.
+  Agent(AgentOptions options, Clock& clock, CoordinatorApi& coordinator,
+        SessionStreams& streams);
   // Returns 0 after Stop() or max_jobs, 1 on a permanent error (e.g. the
   // coordinator speaks another protocol version).
   int Run();
@@ -55,8 +64,10 @@ class Agent {
 
   AgentOptions options_;
   Clock& clock_;
-  CoordinatorClient client_;
-  GrpcSessionStreams streams_{client_};  // the session's, over client_
+  std::unique_ptr<CoordinatorClient> grpc_client_;  // when the agent makes its own
+  std::unique_ptr<GrpcSessionStreams> grpc_streams_;  // over grpc_client_
+  CoordinatorApi& client_;
+  SessionStreams& streams_;
   absl::Mutex stop_mu_;  // held to set stop_, so that a back-off wakes
   std::atomic<bool> stop_{false};
   std::string worker_id_;

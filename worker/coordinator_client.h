@@ -1,7 +1,8 @@
-// The worker's side of the Cluster service: typed calls with deadlines and
-// absl::Status results, and a tagi::Store over the coordinator's job-scoped
-// key-value store (what Gloo's rendezvous and the NCCL unique id use).
-// Thread-safe (gRPC stubs are).
+// The worker's side of the Cluster service over gRPC: CoordinatorApi
+// (coordinator_api.h) with deadlines and absl::Status results, the session
+// stream, and a tagi::Store over the coordinator's job-scoped key-value
+// store (what Gloo's rendezvous and the NCCL unique id use), on any
+// CoordinatorApi. Thread-safe (gRPC stubs are).
 #ifndef TAGI_WORKER_COORDINATOR_CLIENT_H_
 #define TAGI_WORKER_COORDINATOR_CLIENT_H_
 
@@ -15,10 +16,11 @@
 #include "absl/synchronization/mutex.h"
 #include "common/store.h"
 #include "tagi/v1/cluster.grpc.pb.h"
+#include "worker/coordinator_api.h"
 
 namespace tagi {
 
-class CoordinatorClient {
+class CoordinatorClient final : public CoordinatorApi {
  public:
   // `rpc_timeout` bounds every call that does not wait on purpose.
   // `security`: TLS and per-call metadata (the join token), grpc_util.h.
@@ -27,42 +29,37 @@ class CoordinatorClient {
 
   const std::string& target() const { return target_; }
 
-  // On success the client keeps the id and secret it returns (the worker's
-  // credentials) and sends them with every later call, Register included
-  // (a re-registration keeps its id only with them).
-  absl::StatusOr<tagi::v1::RegisterResponse> Register(const tagi::v1::RegisterRequest& req);
-  // Forgets the credentials (the coordinator refused them: the next
-  // Register gets a new id).
-  void ClearCredentials();
   // The credentials, as metadata on `ctx` (the session stream's context,
   // which the caller makes).
   void AddCredentials(grpc::ClientContext* ctx) const;
-  // Long poll: waits up to `wait` for an assignment.
-  absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
-                                                          absl::Duration wait);
   // The worker's session stream; `ctx` (from MakeClientContext without a
   // deadline: the stream lives as long as the worker) outlives it.
   using SessionStream =
       grpc::ClientReaderWriter<tagi::v1::SessionMessage, tagi::v1::SessionDirective>;
   std::unique_ptr<SessionStream> OpenSession(grpc::ClientContext* ctx);
-  absl::Status UploadModel(const tagi::v1::UploadModelRequest& header, const std::string& bytes);
-  // `header` names worker, job, generation and global_step.
-  absl::Status UploadSnapshot(const tagi::v1::SnapshotChunk& header, const std::string& bytes);
-  // The snapshot of the caller's generation; DataLoss for a malformed
-  // stream or one longer than max_bytes.
-  absl::StatusOr<std::string> DownloadSnapshot(const tagi::v1::DownloadSnapshotRequest& req,
-                                               size_t max_bytes);
-  absl::Status FinishJob(const tagi::v1::FinishJobRequest& req);
 
-  // Store calls scoped to one job attempt.
+  // CoordinatorApi. A re-registration keeps its id only with the
+  // credentials the last Register returned.
+  absl::StatusOr<tagi::v1::RegisterResponse> Register(
+      const tagi::v1::RegisterRequest& req) override;
+  void ClearCredentials() override;
+  absl::StatusOr<tagi::v1::RendezvousResponse> Rendezvous(const std::string& worker_id,
+                                                          absl::Duration wait) override;
+  absl::Status UploadModel(const tagi::v1::UploadModelRequest& header,
+                           const std::string& bytes) override;
+  absl::Status UploadSnapshot(const tagi::v1::SnapshotChunk& header,
+                              const std::string& bytes) override;
+  absl::StatusOr<std::string> DownloadSnapshot(const tagi::v1::DownloadSnapshotRequest& req,
+                                               size_t max_bytes) override;
+  absl::Status FinishJob(const tagi::v1::FinishJobRequest& req) override;
   absl::Status StoreSet(const std::string& job, uint64_t gen, const std::string& key,
-                        const std::string& value);
+                        const std::string& value) override;
   absl::StatusOr<std::string> StoreGet(const std::string& job, uint64_t gen,
-                                       const std::string& key, absl::Duration wait);
+                                       const std::string& key, absl::Duration wait) override;
   absl::Status StoreWait(const std::string& job, uint64_t gen,
-                         const std::vector<std::string>& keys, absl::Duration wait);
+                         const std::vector<std::string>& keys, absl::Duration wait) override;
   absl::StatusOr<int64_t> StoreAdd(const std::string& job, uint64_t gen, const std::string& key,
-                                   int64_t delta);
+                                   int64_t delta) override;
 
  private:
   // MakeClientContext with the credentials.
@@ -80,7 +77,7 @@ class CoordinatorClient {
 // waits are split into polls of at most the coordinator's long-poll cap.
 class CoordinatorStore final : public Store {
  public:
-  CoordinatorStore(CoordinatorClient& client, std::string job_id, uint64_t generation)
+  CoordinatorStore(CoordinatorApi& client, std::string job_id, uint64_t generation)
       : client_(client), job_(std::move(job_id)), gen_(generation) {}
 
   absl::Status Set(const std::string& key, const std::string& value) override;
@@ -89,7 +86,7 @@ class CoordinatorStore final : public Store {
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
 
  private:
-  CoordinatorClient& client_;
+  CoordinatorApi& client_;
   const std::string job_;
   const uint64_t gen_;
 };

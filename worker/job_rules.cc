@@ -58,7 +58,7 @@ JobOutcome ClassifyAttemptEnd(const AttemptEnd& end) {
   const absl::Status& st = end.status;
   if (st.ok()) {
     out.ok = true;
-  } else if (absl::IsCancelled(st)) {
+  } else if (absl::IsCancelled(st) && (end.told_to_stop || end.shutting_down || !end.aborted)) {
     out.cancelled = true;
     // The group agreed to stop: this rank was told to cancel, or is
     // shutting down (the job goes on without it), or neither: then a peer

@@ -58,7 +58,9 @@ struct AttemptEnd {
   bool in_group = false;        // the group had formed before it ended
 };
 // A cancelled attempt (Cancelled) is the job's end only when this rank was
-// told to cancel and is not shutting down; an aborted one, and any failure
+// told to cancel and is not shutting down; one that stopped only because it
+// was aborted (a rank alone stops on its abort) counts as aborted. An
+// aborted attempt, and any failure
 // after the group formed (a peer died, the coordinator went away), is the
 // group's: retryable. Before the group formed only a broken connection is.
 JobOutcome ClassifyAttemptEnd(const AttemptEnd& end);

@@ -19,6 +19,7 @@
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/nccl/nccl_collective.h"
 #include "worker/collective/tcp/ring_collective.h"
+#include "worker/coordinator_client.h"
 #include "worker/data/data_roots.h"
 #include "worker/data/loader.h"
 #include "worker/engine/model_file.h"
@@ -245,7 +246,7 @@ std::string ResumeMismatch(const Snapshot& s, const Assignment& a, const engine:
 
 // Downloads the generation's snapshot and loads it into the model after
 // checking that it is the one announced and fits this job exactly.
-absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worker_id,
+absl::Status RestoreSnapshot(CoordinatorApi& client, const std::string& worker_id,
                              const Assignment& a, engine::Engine& model, const Trainer& trainer,
                              size_t num_samples, Cursor* at) {
   tagi::v1::DownloadSnapshotRequest req;
@@ -270,158 +271,226 @@ absl::Status RestoreSnapshot(CoordinatorClient& client, const std::string& worke
   return absl::OkStatus();
 }
 
-absl::Status Train(CoordinatorClient& client, const JobRunnerOptions& options,
-                   const Assignment& a, Clock& clock, AttemptControl& control,
-                   JobProgress& progress, bool* in_group) {
-  const absl::Time assigned_at = clock.Now();
-  const tagi::v1::JobSpec& spec = a.spec();
-  if (options.metrics != nullptr) {
-    options.metrics->StartJob(a.job_id(), a.rank(), options.worker_id,
-                              spec.head().has_classification());
-  }
-  TAGI_ASSIGN_OR_RETURN(const auto data_ptr, Data(spec, options.data_cache, options.data_roots));
-  const data::LoadedData& data = *data_ptr;
-  progress.set_data_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
-  TAGI_ASSIGN_OR_RETURN(const int device, EngineDevice(spec, options.device));
-  // The starting model is a file the job names: under the roots, like data.
-  if (!spec.init_from().empty() && !options.data_roots.empty()) {
-    TAGI_RETURN_IF_ERROR(data::CheckUnderRoots("init_from", spec.init_from(), options.data_roots));
-  }
-  const absl::Time model_start = clock.Now();
-  TAGI_ASSIGN_OR_RETURN(auto model, BuildModel(spec, data, spec.batch_size(), device));
-  progress.set_model_seconds(absl::ToDoubleSeconds(clock.Now() - model_start));
+// One rank's run of one attempt, phase by phase: load the data and build
+// the model, join the group and restore the snapshot, train the epochs,
+// upload the model. `progress` collects what FinishJob reports.
+class AttemptRun {
+ public:
+  AttemptRun(CoordinatorApi& client, const JobRunnerOptions& options, const Assignment& a,
+             Clock& clock, AttemptControl& control, JobProgress& progress)
+      : client_(client),
+        options_(options),
+        a_(a),
+        spec_(a.spec()),
+        clock_(clock),
+        control_(control),
+        progress_(progress),
+        store_(client, a.job_id(), a.generation()) {}
 
-  const absl::Time group_start = clock.Now();
-  CoordinatorStore store(client, a.job_id(), a.generation());
-  std::unique_ptr<Collective> collective;
-  if (NeedsGroup(a)) {
-    TAGI_ASSIGN_OR_RETURN(collective, JoinGroup(store, a, options, device));
+  // `in_group` turns true once every rank holds the same parameters: a
+  // failure after that is the group's, not the job's.
+  absl::Status Run(bool* in_group);
+
+ private:
+  absl::Status LoadAndBuild();
+  TrainerOptions TrainerOptionsFor();
+  absl::Status TrainEpochs(Trainer& trainer, const Cursor& start);
+  // After each step: progress, rank 0's snapshot, metrics.
+  void OnStep(const Trainer& trainer, const Cursor& at, size_t done, size_t to_do,
+              absl::Duration elapsed);
+  absl::Status UploadFinalModel(const Trainer& trainer);
+
+  CoordinatorApi& client_;
+  const JobRunnerOptions& options_;
+  const Assignment& a_;
+  const tagi::v1::JobSpec& spec_;
+  Clock& clock_;
+  AttemptControl& control_;
+  JobProgress& progress_;
+  CoordinatorStore store_;
+  absl::Time assigned_at_;
+  absl::Time last_publish_ = absl::InfinitePast();
+  std::shared_ptr<const data::LoadedData> data_;
+  int device_ = -1;
+  std::unique_ptr<engine::Engine> model_;
+  std::unique_ptr<Collective> collective_;
+  std::optional<SnapshotUploader> snapshots_;  // rank 0's
+};
+
+absl::Status AttemptRun::Run(bool* in_group) {
+  assigned_at_ = clock_.Now();
+  if (options_.metrics != nullptr) {
+    options_.metrics->StartJob(a_.job_id(), a_.rank(), options_.worker_id,
+                               spec_.head().has_classification());
+  }
+  TAGI_RETURN_IF_ERROR(LoadAndBuild());
+
+  const absl::Time group_start = clock_.Now();
+  if (NeedsGroup(a_)) {
+    TAGI_ASSIGN_OR_RETURN(collective_, JoinGroup(store_, a_, options_, device_));
   }
   // The session may call Abort() until this scope ends: lend it the
   // collective now and take it back before the collective is destroyed.
   struct Lend {
     AttemptControl& control;
     ~Lend() { control.SetCollective(nullptr); }
-  } lend{control};
-  control.SetCollective(collective.get());
+  } lend{control_};
+  control_.SetCollective(collective_.get());
 
-  TrainerOptions topt;
-  topt.collective = collective.get();
-  topt.collective_timeout = options.collective_timeout;
-  topt.stop_requested = [&control, &options] {
-    return control.stop_vote.load() || (options.shutting_down && options.shutting_down());
-  };
-  Trainer trainer(spec, *model, data, clock, std::move(topt));
-  const size_t steps = trainer.steps_per_epoch();
+  Trainer trainer(spec_, *model_, *data_, clock_, TrainerOptionsFor());
   Cursor start;
-  if (a.resume()) {
-    TAGI_RETURN_IF_ERROR(RestoreSnapshot(client, options.worker_id, a, *model, trainer,
-                                         data.data.train.num_samples, &start));
+  if (a_.resume()) {
+    TAGI_RETURN_IF_ERROR(RestoreSnapshot(client_, options_.worker_id, a_, *model_, trainer,
+                                         data_->data.train.num_samples, &start));
   }
-  TAGI_ASSIGN_OR_RETURN(const uint64_t fingerprint, model->ParameterFingerprint());
+  TAGI_ASSIGN_OR_RETURN(const uint64_t fingerprint, model_->ParameterFingerprint());
   TAGI_RETURN_IF_ERROR(
-      VerifyReplicas(store, a, data.fingerprint, fingerprint, options.connect_timeout));
-  *in_group = true;  // from here on a failure is the group's, not the job's
-  progress.set_group_seconds(absl::ToDoubleSeconds(clock.Now() - group_start));
+      VerifyReplicas(store_, a_, data_->fingerprint, fingerprint, options_.connect_timeout));
+  *in_group = true;
+  progress_.set_group_seconds(absl::ToDoubleSeconds(clock_.Now() - group_start));
 
-  std::optional<SnapshotUploader> snapshots;
-  if (a.rank() == 0) snapshots.emplace(client, options.worker_id, a, clock);
-  const uint64_t interval = spec.snapshot_interval();
-  const double global_batch = static_cast<double>(spec.batch_size()) * a.world_size();
+  if (a_.rank() == 0) snapshots_.emplace(client_, options_.worker_id, a_, clock_);
+  TAGI_RETURN_IF_ERROR(TrainEpochs(trainer, start));
+  if (collective_ != nullptr) DepartTogether(store_, a_, options_.connect_timeout);
+  if (a_.rank() == 0) return UploadFinalModel(trainer);
+  return absl::OkStatus();
+}
+
+absl::Status AttemptRun::LoadAndBuild() {
+  TAGI_ASSIGN_OR_RETURN(data_, Data(spec_, options_.data_cache, options_.data_roots));
+  progress_.set_data_seconds(absl::ToDoubleSeconds(clock_.Now() - assigned_at_));
+  TAGI_ASSIGN_OR_RETURN(device_, EngineDevice(spec_, options_.device));
+  // The starting model is a file the job names: under the roots, like data.
+  if (!spec_.init_from().empty() && !options_.data_roots.empty()) {
+    TAGI_RETURN_IF_ERROR(
+        data::CheckUnderRoots("init_from", spec_.init_from(), options_.data_roots));
+  }
+  const absl::Time model_start = clock_.Now();
+  TAGI_ASSIGN_OR_RETURN(model_, BuildModel(spec_, *data_, spec_.batch_size(), device_));
+  progress_.set_model_seconds(absl::ToDoubleSeconds(clock_.Now() - model_start));
+  return absl::OkStatus();
+}
+
+TrainerOptions AttemptRun::TrainerOptionsFor() {
+  TrainerOptions topt;
+  topt.collective = collective_.get();
+  topt.collective_timeout = options_.collective_timeout;
+  // An aborted attempt stops too: a rank in a group fails its next
+  // all-reduce on the aborted collective anyway, a rank alone (no
+  // collective) would otherwise train the whole job in a generation that
+  // is over.
+  topt.stop_requested = [this] {
+    return control_.stop_vote.load() || (options_.shutting_down && options_.shutting_down()) ||
+           control_.aborted();
+  };
+  return topt;
+}
+
+absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
+  const size_t steps = trainer.steps_per_epoch();
   // Under this generation's world: the rest of its first epoch, then whole
   // epochs (for a fixed world, steps * epochs).
   uint64_t total = start.global_step;
-  if (start.epoch < spec.epochs()) {
-    total += trainer.StepsFrom(start.offset) + (spec.epochs() - start.epoch - 1) * steps;
+  if (start.epoch < spec_.epochs()) {
+    total += trainer.StepsFrom(start.offset) + (spec_.epochs() - start.epoch - 1) * steps;
   }
-  progress.set_steps_per_epoch(steps);
-  progress.set_total_steps(total);
-  progress.set_resumed_from_step(start.global_step);
-  progress.set_global_step(start.global_step);
-  progress.set_epoch(start.epoch);
-  progress.set_step(start.step);
-  control.SetProgress(progress);
-  absl::Time last_publish = absl::InfinitePast();
+  progress_.set_steps_per_epoch(steps);
+  progress_.set_total_steps(total);
+  progress_.set_resumed_from_step(start.global_step);
+  progress_.set_global_step(start.global_step);
+  progress_.set_epoch(start.epoch);
+  progress_.set_step(start.step);
+  control_.SetProgress(progress_);
   uint64_t global = start.global_step;  // steps done before the epoch below
-  for (uint64_t e = start.epoch; e < spec.epochs(); ++e) {
+  for (uint64_t e = start.epoch; e < spec_.epochs(); ++e) {
     const bool first_epoch = e == start.epoch;
     const uint64_t first_offset = first_epoch ? start.offset : 0;
     const uint64_t steps_before = first_epoch ? start.step : 0;  // in this epoch
     auto on_step = [&](uint64_t epoch, size_t done, size_t to_do, absl::Duration elapsed) {
       const Cursor at{epoch, steps_before + done, first_offset + done * trainer.global_batch(),
                       global + done};
-      progress.set_epoch(epoch);
-      progress.set_step(at.step);
-      progress.set_global_step(at.global_step);
-      const bool first_step = progress.first_step_ms() == 0;
-      if (first_step) {
-        // Wall time: compared with the coordinator's failure timestamps.
-        progress.set_first_step_ms(absl::ToUnixMillis(clock.WallNow()));
-        progress.set_rendezvous_seconds(absl::ToDoubleSeconds(clock.Now() - assigned_at));
-      }
-      const double sec = absl::ToDoubleSeconds(elapsed);
-      const double rate = sec > 0 ? static_cast<double>(done) * global_batch / sec : 0.0;
-      progress.set_samples_per_second(rate);
-      const double left = static_cast<double>(progress.total_steps() - progress.global_step());
-      progress.set_eta_seconds(rate > 0 ? left * global_batch / rate : 0.0);
-      progress.set_step_seconds(trainer.last_step().step_seconds);
-      progress.set_allreduce_seconds(trainer.last_step().allreduce_seconds);
-      progress.set_allreduce_bytes(trainer.last_step().allreduce_bytes);
-      progress.set_allreduce_wait_seconds(trainer.last_step().allreduce_wait_seconds);
-      progress.set_allreduce_buckets(static_cast<uint32_t>(trainer.last_step().buckets));
-      if (snapshots.has_value() && interval > 0 && done < to_do &&
-          at.global_step % interval == 0) {
-        OfferSnapshot(*snapshots, a, *model, at);
-        HoldWhileCoordinatorLost(*snapshots, control, options.collective_timeout);
-      }
-      // The session sends every report_interval: publishing a copy every
-      // step would only be overwritten. A few times per interval suffices.
-      const absl::Time now = clock.Now();
-      if (first_step || now - last_publish >= options.report_interval / 4 || done == to_do) {
-        control.SetProgress(progress);
-        last_publish = now;
-      }
-      if (options.metrics != nullptr) {
-        const double rank_rate = sec > 0 ? static_cast<double>(done) * spec.batch_size() / sec
-                                         : 0.0;
-        options.metrics->RecordStep(trainer.last_step(), rank_rate);
-      }
+      OnStep(trainer, at, done, to_do, elapsed);
     };
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first_offset, on_step));
     global += m.steps;
-    FillEpoch(m, progress.add_epochs());
-    if (progress.epochs_size() > kMaxEpochHistory) {
-      progress.mutable_epochs()->DeleteSubrange(0, progress.epochs_size() - kMaxEpochHistory);
+    FillEpoch(m, progress_.add_epochs());
+    if (progress_.epochs_size() > kMaxEpochHistory) {
+      progress_.mutable_epochs()->DeleteSubrange(0, progress_.epochs_size() - kMaxEpochHistory);
     }
-    if (options.metrics != nullptr) options.metrics->RecordEpoch(m);
+    if (options_.metrics != nullptr) options_.metrics->RecordEpoch(m);
     // The epoch's metrics go out first: the coordinator writes a snapshot
     // only once it holds the metrics of the epochs before it.
-    control.SetProgressNow(progress);
-    if (snapshots.has_value()) {
-      OfferSnapshot(*snapshots, a, *model, {e + 1, 0, 0, global});
-      HoldWhileCoordinatorLost(*snapshots, control, options.collective_timeout);
+    control_.SetProgressNow(progress_);
+    if (snapshots_.has_value()) {
+      OfferSnapshot(*snapshots_, a_, *model_, {e + 1, 0, 0, global});
+      HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
     }
-    control.SetProgress(progress);
-  }
-  if (collective != nullptr) DepartTogether(store, a, options.connect_timeout);
-  if (a.rank() == 0) {
-    snapshots->Drain(options.connect_timeout);  // the final state is safe first
-    tagi::v1::UploadModelRequest header;
-    header.set_worker_id(options.worker_id);
-    header.set_job_id(a.job_id());
-    header.set_generation(a.generation());
-    std::vector<float> parameters(2 * model->num_parameters());
-    TAGI_RETURN_IF_ERROR(model->ReadParameters(parameters));
-    std::vector<float> state(model->num_state());
-    TAGI_RETURN_IF_ERROR(model->ReadState(state));
-    header.set_checksum(
-        FingerprintHex(
-        ModelFingerprint(parameters.data(), parameters.size(), state.data(), state.size())));
-    TAGI_RETURN_IF_ERROR(client.UploadModel(
-        header,
-        engine::EncodeModelFile(model->architecture(), trainer.preprocessing(), parameters, state)));
+    control_.SetProgress(progress_);
   }
   return absl::OkStatus();
+}
+
+void AttemptRun::OnStep(const Trainer& trainer, const Cursor& at, size_t done, size_t to_do,
+                        absl::Duration elapsed) {
+  const double global_batch = static_cast<double>(spec_.batch_size()) * a_.world_size();
+  progress_.set_epoch(at.epoch);
+  progress_.set_step(at.step);
+  progress_.set_global_step(at.global_step);
+  const bool first_step = progress_.first_step_ms() == 0;
+  if (first_step) {
+    // Wall time: compared with the coordinator's failure timestamps.
+    progress_.set_first_step_ms(absl::ToUnixMillis(clock_.WallNow()));
+    progress_.set_rendezvous_seconds(absl::ToDoubleSeconds(clock_.Now() - assigned_at_));
+  }
+  const double sec = absl::ToDoubleSeconds(elapsed);
+  const double rate = sec > 0 ? static_cast<double>(done) * global_batch / sec : 0.0;
+  progress_.set_samples_per_second(rate);
+  const double left = static_cast<double>(progress_.total_steps() - progress_.global_step());
+  progress_.set_eta_seconds(rate > 0 ? left * global_batch / rate : 0.0);
+  const StepTimings& last = trainer.last_step();
+  progress_.set_step_seconds(last.step_seconds);
+  progress_.set_allreduce_seconds(last.allreduce_seconds);
+  progress_.set_allreduce_bytes(last.allreduce_bytes);
+  progress_.set_allreduce_wait_seconds(last.allreduce_wait_seconds);
+  progress_.set_allreduce_buckets(static_cast<uint32_t>(last.buckets));
+  // The session sends every report_interval: publishing a copy every step
+  // would only be overwritten. A few times per interval suffices.
+  const absl::Time now = clock_.Now();
+  const uint64_t interval = spec_.snapshot_interval();
+  const bool snapshot =
+      snapshots_.has_value() && interval > 0 && done < to_do && at.global_step % interval == 0;
+  // Before a snapshot too: a rank 0 that holds there reports where it is.
+  if (first_step || snapshot || now - last_publish_ >= options_.report_interval / 4 ||
+      done == to_do) {
+    control_.SetProgress(progress_);
+    last_publish_ = now;
+  }
+  if (snapshot) {
+    OfferSnapshot(*snapshots_, a_, *model_, at);
+    HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
+  }
+  if (options_.metrics != nullptr) {
+    const double rank_rate =
+        sec > 0 ? static_cast<double>(done) * spec_.batch_size() / sec : 0.0;
+    options_.metrics->RecordStep(last, rank_rate);
+  }
+}
+
+absl::Status AttemptRun::UploadFinalModel(const Trainer& trainer) {
+  snapshots_->Drain(options_.connect_timeout);  // the final state is safe first
+  tagi::v1::UploadModelRequest header;
+  header.set_worker_id(options_.worker_id);
+  header.set_job_id(a_.job_id());
+  header.set_generation(a_.generation());
+  std::vector<float> parameters(2 * model_->num_parameters());
+  TAGI_RETURN_IF_ERROR(model_->ReadParameters(parameters));
+  std::vector<float> state(model_->num_state());
+  TAGI_RETURN_IF_ERROR(model_->ReadState(state));
+  header.set_checksum(FingerprintHex(
+      ModelFingerprint(parameters.data(), parameters.size(), state.data(), state.size())));
+  return client_.UploadModel(header, engine::EncodeModelFile(model_->architecture(),
+                                                             trainer.preprocessing(),
+                                                             parameters, state));
 }
 
 }  // namespace
@@ -431,11 +500,15 @@ absl::Status WarmDataCache(const tagi::v1::JobSpec& spec, DataCache& cache,
   return Data(spec, &cache, data_roots).status();
 }
 
-JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& options,
+JobOutcome RunAssignment(CoordinatorApi& client, const JobRunnerOptions& options,
                          const Assignment& a, Clock& clock, AttemptControl& control) {
   JobProgress progress;
   bool in_group = false;
-  const absl::Status st = Train(client, options, a, clock, control, progress, &in_group);
+  absl::Status st;
+  {
+    AttemptRun run(client, options, a, clock, control, progress);
+    st = run.Run(&in_group);
+  }  // rank 0's snapshot uploader has stopped
 
   AttemptEnd end;
   end.status = st;

@@ -27,7 +27,7 @@
 #include "common/clock.h"
 #include "tagi/v1/cluster.pb.h"
 #include "worker/attempt.h"
-#include "worker/coordinator_client.h"
+#include "worker/coordinator_api.h"
 #include "worker/data/loader.h"
 #include "worker/job_rules.h"
 
@@ -72,7 +72,7 @@ struct JobRunnerOptions {
 };
 
 // Runs the assignment to its end and reports it with FinishJob.
-JobOutcome RunAssignment(CoordinatorClient& client, const JobRunnerOptions& options,
+JobOutcome RunAssignment(CoordinatorApi& client, const JobRunnerOptions& options,
                          const tagi::v1::Assignment& assignment, Clock& clock,
                          AttemptControl& control);
 

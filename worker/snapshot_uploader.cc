@@ -17,7 +17,7 @@ constexpr absl::Duration kAbortCheck = absl::Milliseconds(100);
 
 }  // namespace
 
-SnapshotUploader::SnapshotUploader(CoordinatorClient& client, const std::string& worker_id,
+SnapshotUploader::SnapshotUploader(CoordinatorApi& client, const std::string& worker_id,
                                    const tagi::v1::Assignment& a, Clock& clock)
     : client_(client), worker_id_(worker_id), a_(a), clock_(clock), thread_([this] { Loop(); }) {}
 

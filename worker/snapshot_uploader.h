@@ -24,7 +24,7 @@
 #include "common/snapshot.h"
 #include "tagi/v1/cluster.pb.h"
 #include "worker/attempt.h"
-#include "worker/coordinator_client.h"
+#include "worker/coordinator_api.h"
 
 namespace tagi {
 
@@ -33,7 +33,7 @@ inline constexpr absl::Duration kSnapshotRetryPause = absl::Milliseconds(250);
 class SnapshotUploader {
  public:
   // `client` and `clock` outlive the uploader.
-  SnapshotUploader(CoordinatorClient& client, const std::string& worker_id,
+  SnapshotUploader(CoordinatorApi& client, const std::string& worker_id,
                    const tagi::v1::Assignment& a, Clock& clock);
   ~SnapshotUploader();  // stops the thread; an upload in flight finishes first
   SnapshotUploader(const SnapshotUploader&) = delete;
@@ -54,7 +54,7 @@ class SnapshotUploader {
   void Loop();
   bool IdleLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !pending_.has_value() && !busy_; }
 
-  CoordinatorClient& client_;
+  CoordinatorApi& client_;
   const std::string worker_id_;
   const tagi::v1::Assignment a_;
   Clock& clock_;

@@ -132,6 +132,17 @@ TEST(ClassifyAttemptEnd, CancellationsAndAborts) {
   out = ClassifyAttemptEnd(aborted);
   EXPECT_TRUE(out.retryable);
   EXPECT_EQ(out.reason, "aborted: generation 3 is over (all-reduce failed)");
+  // A rank alone stops on its abort through the stop vote: still an abort.
+  AttemptEnd alone{absl::CancelledError("training stopped on request")};
+  alone.aborted = true;
+  alone.abort_reason = "generation 4 is over";
+  out = ClassifyAttemptEnd(alone);
+  EXPECT_FALSE(out.cancelled);
+  EXPECT_TRUE(out.retryable);
+  EXPECT_EQ(out.reason, "aborted: generation 4 is over (training stopped on request)");
+  // Told to cancel and then aborted: the cancel is what the job asked for.
+  alone.told_to_stop = true;
+  EXPECT_EQ(ClassifyAttemptEnd(alone).reason, "cancelled");
 }
 
 TEST(AgentRules, WhatARefusalMeans) {
