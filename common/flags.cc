@@ -6,6 +6,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace tagi {
 
@@ -32,6 +33,40 @@ std::vector<char*> ParseFlags(int argc, char** argv) {
     }
   }
   return absl::ParseCommandLine(argc, argv);
+}
+
+absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(int& argc, char** argv,
+                                                          absl::string_view name) {
+  auto normal = [](absl::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = c == '-' ? '_' : c;
+    return out;
+  };
+  const std::string want = normal(name);
+  std::vector<std::string> values;
+  int kept = 1;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    const size_t eq = arg.find('=');
+    const bool flag = arg.size() > 2 && arg.substr(0, 2) == "--";
+    if (flag && normal(arg.substr(2, eq == absl::string_view::npos ? arg.npos : eq - 2)) == want) {
+      if (eq != absl::string_view::npos) {
+        values.emplace_back(arg.substr(eq + 1));
+      } else if (i + 1 < argc) {
+        values.emplace_back(argv[++i]);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      continue;
+    }
+    argv[kept++] = argv[i];
+  }
+  for (; i < argc; ++i) argv[kept++] = argv[i];
+  argc = kept;
+  argv[argc] = nullptr;
+  return values;
 }
 
 bool ValidHostPort(const std::string& address) {

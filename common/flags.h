@@ -5,7 +5,10 @@
 #define TAGI_COMMON_FLAGS_H_
 
 #include <string>
+#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace tagi {
 
@@ -14,6 +17,14 @@ namespace tagi {
 // runs absl::ParseCommandLine. Returns the positional arguments (argv[0]
 // first).
 std::vector<char*> ParseFlags(int argc, char** argv);
+
+// Takes every "--NAME VALUE" and "--NAME=VALUE" (NAME with dashes or
+// underscores) out of argv, in order, and returns the values: a flag that
+// may be given many times, each value whole (absl's list flags keep only
+// the last and split at commas). Call before ParseFlags. InvalidArgument
+// when the last one has no value. Nothing after a bare "--" is looked at.
+absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(int& argc, char** argv,
+                                                          absl::string_view name);
 
 // True for "host:port" and "[v6]:port" with a port in 0..65535.
 bool ValidHostPort(const std::string& address);

@@ -1,6 +1,6 @@
 // tagictl: the command-line client of the coordinator.
 //
-//   tagictl --coord HOST:PORT submit JOB.json [--watch]
+//   tagictl --coord HOST:PORT submit JOB.json [--set FIELD=VALUE ...] [--watch]
 //   tagictl --coord HOST:PORT list | workers
 //   tagictl --coord HOST:PORT status ID [--json]
 //   tagictl --coord HOST:PORT watch ID
@@ -8,28 +8,26 @@
 //   tagictl --coord HOST:PORT download ID -o FILE
 // Security: --token-file F (API token), --tls-ca F [--tls-cert F --tls-key F].
 #include <google/protobuf/util/json_util.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/auth.h"
-#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
+#include "common/job_overrides.h"
 #include "common/job_spec.h"
-#include "common/progress_bar.h"
 #include "ctl/format.h"
 #include "ctl/jobs_client.h"
 #include "ctl/validate.h"
-#include "ctl/watch_policy.h"
+#include "ctl/watch.h"
 
 ABSL_FLAG(std::string, coord, "127.0.0.1:7070", "The coordinator's gRPC address, HOST:PORT.");
 ABSL_FLAG(bool, watch, false, "submit: watch the job until it ends.");
@@ -51,15 +49,11 @@ ABSL_FLAG(absl::Duration, reconnect_for, absl::Seconds(60),
 namespace tagi {
 namespace {
 
-// The newest epoch in the job's history (it keeps only the newest ones).
-uint64_t LastEpochOf(const tagi::v1::Job& j) {
-  const auto& e = j.progress().epochs();
-  return e.empty() ? 0 : e[e.size() - 1].epoch();
-}
-
 constexpr char kUsage[] =
     "the tagi-ddp command-line client.\n"
-    "  tagictl --coord HOST:PORT submit JOB.json [--watch]\n"
+    "  tagictl --coord HOST:PORT submit JOB.json [--set FIELD=VALUE ...] [--watch]\n"
+    "    (--set: a job file field by its path, e.g. epochs=2, data.trainLimit=1000,\n"
+    "    layers.0.linear.outFeatures=64; repeat it for more)\n"
     "  tagictl --coord HOST:PORT list | workers\n"
     "  tagictl --coord HOST:PORT status ID [--json]\n"
     "  tagictl --coord HOST:PORT watch ID [--reconnect-for 60s]\n"
@@ -83,75 +77,31 @@ int Usage(const std::string& why) {
 }
 
 int Watch(JobsClient& client, const std::string& id) {
-  const bool tty = ::isatty(STDERR_FILENO);
-  RealClock clock;
-  ProgressPrinter printer(stderr, clock, absl::Milliseconds(100));
-  std::string last_line;
-  uint64_t epochs_seen = 0;
-  const absl::Time deadline = clock.Now() + absl::GetFlag(FLAGS_watch_timeout);
-  const absl::Duration reconnect_for = absl::GetFlag(FLAGS_reconnect_for);
-  // An outage of the coordinator: when it began and the retries since.
-  std::optional<absl::Time> outage;
-  int attempt = 0;
-  for (;;) {
-    auto job = client.Watch(id, deadline - clock.Now(), [&](const tagi::v1::Job& j) {
-      if (outage) {
-        std::fprintf(stderr, "%stagictl: reconnected to the coordinator after %s\n",
-                     tty ? "\n" : "",
-                     absl::FormatDuration(absl::Trunc(clock.Now() - *outage,
-                                                      absl::Milliseconds(1))).c_str());
-        outage.reset();
-        attempt = 0;
-      }
-      const std::string line = WatchLine(j);
-      if (tty) {
-        printer.Update(line);
-      } else if (LastEpochOf(j) != epochs_seen ||
-                 j.state() != tagi::v1::RUNNING) {
-        if (line != last_line) std::fprintf(stderr, "%s\n", line.c_str());
-        last_line = line;
-      }
-      epochs_seen = LastEpochOf(j);
-    });
-    const bool ended = job.ok() && (job->state() == tagi::v1::SUCCEEDED ||
-                                    job->state() == tagi::v1::FAILED ||
-                                    job->state() == tagi::v1::CANCELLED);
-    if (ended) {
-      if (tty) {
-        printer.Update(WatchLine(*job), true);
-        printer.Finish();
-      }
-      std::printf("%s %s: %s\n", Printable(job->id()).c_str(),
-                  tagi::v1::JobState_Name(job->state()).c_str(), Printable(job->reason()).c_str());
-      const std::string metric = LatestMetric(*job);
-      if (!metric.empty()) std::printf("final %s\n", metric.c_str());
-      return job->state() == tagi::v1::SUCCEEDED ? 0 : 1;
-    }
-    const absl::Time now = clock.Now();
-    const absl::Status why = job.ok() ? absl::OkStatus() : job.status();
-    if (!outage && (why.ok() || absl::IsUnavailable(why))) {
-      outage = now;
-      std::fprintf(stderr, "%stagictl: lost the coordinator (%s); reconnecting for up to %s\n",
-                   tty ? "\n" : "",
-                   why.ok() ? "the watch ended before the job" : std::string(why.message()).c_str(),
-                   absl::FormatDuration(reconnect_for).c_str());
-    }
-    const WatchRetry retry =
-        DecideWatchRetry(why, outage.value_or(now), now, deadline, reconnect_for, attempt,
-                         static_cast<uint64_t>(absl::ToUnixNanos(now)));
-    if (!retry.retry) {
-      if (!why.ok() && !absl::IsUnavailable(why)) return Fail(why);
-      std::fprintf(stderr, "tagictl: %s\n", retry.why.c_str());
-      return 1;
-    }
-    absl::SleepFor(retry.delay);
-    ++attempt;
+  WatchOptions options;
+  options.timeout = absl::GetFlag(FLAGS_watch_timeout);
+  options.reconnect_for = absl::GetFlag(FLAGS_reconnect_for);
+  auto job = WatchJob(client, id, options);
+  if (!job.ok()) {
+    if (!absl::IsUnavailable(job.status())) return Fail(job.status());
+    std::fprintf(stderr, "tagictl: %s\n", std::string(job.status().message()).c_str());
+    return 1;
   }
+  return job->state() == tagi::v1::SUCCEEDED ? 0 : 1;
 }
 
-int Submit(JobsClient& client, const std::string& path) {
+// `sets`: the --set FIELD=VALUE overrides (common/job_overrides.h).
+int Submit(JobsClient& client, const std::string& path, const std::vector<std::string>& sets) {
   auto spec = LoadJobSpecFile(path);
   if (!spec.ok()) return Fail(spec.status());
+  if (!sets.empty()) {
+    if (auto st = ApplyOverrides(*spec, sets); !st.ok()) return Usage(std::string(st.message()));
+    // What the coordinator would refuse, said here with the overrides named.
+    if (auto st = ValidateJobSpec(*spec); !st.ok()) {
+      std::fprintf(stderr, "tagictl: %s with --set %s: %s\n", path.c_str(),
+                   absl::StrJoin(sets, " --set ").c_str(), Printable(st.message()).c_str());
+      return 1;
+    }
+  }
   auto job = client.Submit(*spec);
   if (!job.ok()) return Fail(job.status());
   std::printf("%s\n", Printable(job->id()).c_str());
@@ -184,9 +134,10 @@ int Download(JobsClient& client, const std::string& id) {
   return 0;
 }
 
-int Run(const std::vector<std::string>& args) {
+int Run(const std::vector<std::string>& args, const std::vector<std::string>& sets) {
   if (args.empty()) return Usage("no command given");
   const std::string& cmd = args[0];
+  if (!sets.empty() && cmd != "submit") return Usage("--set goes with submit");
   if (cmd == "validate") {  // local: no coordinator
     if (args.size() != 2) return Usage("validate needs one job file");
     const Validation v = ValidateJobFile(args[1]);
@@ -225,7 +176,7 @@ int Run(const std::vector<std::string>& args) {
     std::printf("%s", WorkerTable(*workers).c_str());
     return 0;
   }
-  if (cmd == "submit" && one_arg) return Submit(client, args[1]);
+  if (cmd == "submit" && one_arg) return Submit(client, args[1], sets);
   if (cmd == "status" && one_arg) return Status(client, args[1]);
   if (cmd == "watch" && one_arg) return Watch(client, args[1]);
   if (cmd == "download" && one_arg) return Download(client, args[1]);
@@ -244,7 +195,9 @@ int Run(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(tagi::kUsage);
+  auto sets = tagi::TakeRepeatedFlag(argc, argv, "set");
+  if (!sets.ok()) return tagi::Usage(std::string(sets.status().message()));
   std::vector<char*> raw = tagi::ParseFlags(argc, argv);
   std::vector<std::string> args(raw.begin() + 1, raw.end());
-  return tagi::Run(args);
+  return tagi::Run(args, *sets);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/protocol.h"
 #include "gmock/gmock.h"
@@ -49,6 +50,30 @@ TEST_F(ServiceErrors, InvalidJobIsRefusedAtSubmission) {
   const ProcessResult list = Ctl({"list"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_THAT(list.out, Not(HasSubstr("job-1"))) << "the refused job was queued";
+}
+
+TEST_F(ServiceErrors, SubmitOverridesAreAppliedOrRefusedPrecisely) {
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(2));
+  const std::string file = WriteJob("toy", ToyJobJson({.name = "toy"}));
+  // Refused here, before anything is sent.
+  ProcessResult r = Ctl({"submit", file, "--set", "epoch=3"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the job has no field \"epoch\" (did you mean \"epochs\"?)"));
+  r = Ctl({"submit", file, "--set", "batchSize=0"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("with --set batchSize=0: invalid job: batch_size"));
+  r = Ctl({"list", "--set", "epochs=3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--set goes with submit"));
+  EXPECT_THAT(Ctl({"list"}).out, Not(HasSubstr("job-1")));
+  // Applied: the job the coordinator holds has the overridden values.
+  r = Ctl({"submit", file, "--set", "epochs=7", "--set", "name=renamed"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::optional<tagi::v1::Job> job = GetJob(std::string(absl::StripAsciiWhitespace(r.out)));
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->spec().epochs(), 7u);
+  EXPECT_EQ(job->spec().name(), "renamed");
+  EXPECT_EQ(job->spec().batch_size(), 10u);  // the file's
 }
 
 TEST_F(ServiceErrors, WorldLargerThanClusterIsRefused) {
