@@ -292,6 +292,16 @@ absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
   return ReadFile(path, options_.max_model_bytes);
 }
 
+absl::StatusOr<tagi::v1::JobLogs> Coordinator::Logs(const std::string& id, uint64_t after,
+                                                     size_t max_lines) {
+  Lock lock(this);
+  auto r = FindJob(id);
+  if (!r.ok()) return r.status();
+  tagi::v1::JobLogs out = (*r)->log.Since(after, max_lines);
+  out.set_state(ViewLocked(**r).state());
+  return out;
+}
+
 std::vector<tagi::v1::WorkerInfo> Coordinator::ListWorkers() {
   Lock lock(this);
   std::vector<tagi::v1::WorkerInfo> out;
@@ -634,6 +644,7 @@ void Coordinator::Tick() {
   }
   disk_ = disk;
   PruneEndedLocked();
+  PersistLogsLocked();
   std::vector<WorkerView> views;
   for (const auto& [id, w] : workers_) {
     if (!w.gone) views.push_back({id, w.job_id.empty(), w.last_seen});

@@ -62,6 +62,7 @@
 #include "common/file_util.h"
 #include "common/worker_credentials.h"
 #include "coordinator/job_lifecycle.h"
+#include "coordinator/job_log.h"
 #include "coordinator/membership.h"
 #include "coordinator/retention.h"
 #include "coordinator/snapshot_store.h"
@@ -181,6 +182,9 @@ class Coordinator {
                                               absl::Duration timeout);
   // The final model file; FailedPrecondition until the job SUCCEEDED.
   absl::StatusOr<std::string> ModelFile(const std::string& id);
+  // The job's log lines after seq `after` (job_log.h), with its state.
+  absl::StatusOr<tagi::v1::JobLogs> Logs(const std::string& id, uint64_t after,
+                                         size_t max_lines);
   std::vector<tagi::v1::WorkerInfo> ListWorkers();
   // A consistent snapshot for metrics; changes nothing.
   CoordinatorStats Stats();
@@ -367,6 +371,11 @@ class Coordinator {
     // Unix ms when it was last told to grow (0: not since its last first
     // step): the log says how long the re-formation took.
     int64_t grew_ms = 0;
+    // The lines its ranks logged (bounded), written to the state dir at
+    // most every kLogWriteInterval while new lines come.
+    JobLog log;
+    bool log_dirty = false;
+    absl::Time log_written = absl::InfinitePast();
   };
   struct WorkerRecord {
     tagi::v1::WorkerInfo info;
@@ -404,6 +413,12 @@ class Coordinator {
   // construction advanced by the injected clock (see wall_offset_).
   int64_t NowMs();
   void Touch(WorkerRecord& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The log lines of a session message, into the logs of the jobs the
+  // worker ranks in (lines naming any other job are not kept).
+  void IngestLogsLocked(const WorkerRecord& w, const tagi::v1::SessionMessage& m)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the write of every log with lines not written for a while.
+  void PersistLogsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's lifecycle (job_lifecycle.h): what DecideJobEvent reads of it,

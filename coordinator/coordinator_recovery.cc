@@ -120,6 +120,7 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
   }
   WorkerRecord& w = it->second;
   Touch(w);
+  if (m.logs_size() > 0 || m.logs_dropped() > 0) IngestLogsLocked(w, m);
   if (m.job_id().empty()) return absl::OkStatus();
   tagi::v1::ProgressReport report;
   report.set_worker_id(m.worker_id());
@@ -137,6 +138,55 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
     DirectLocked(w, reply->directive(), m.job_id(), m.generation(), reply->reason());
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// The most lines of one session message kept (a worker sends at most
+// kLogLinesPerMessage); the rest are counted as dropped.
+constexpr int kMaxLogLinesPerMessage = 256;
+// A line stamped further than this from the coordinator's clock gets the
+// coordinator's time (a worker with a wrong clock, or a forged stamp).
+constexpr int64_t kMaxLogClockSkewMs = int64_t{24} * 3600 * 1000;
+
+}  // namespace
+
+void Coordinator::IngestLogsLocked(const WorkerRecord& w, const tagi::v1::SessionMessage& m) {
+  const std::string& id = w.info.id();
+  // Only the jobs this worker ranks in, now or in the generation before.
+  auto ranks_in = [&id](const JobRecord& r) {
+    return std::find(r.job.workers().begin(), r.job.workers().end(), id) !=
+               r.job.workers().end() ||
+           std::find(r.previous_workers.begin(), r.previous_workers.end(), id) !=
+               r.previous_workers.end();
+  };
+  const int64_t now_ms = NowMs();
+  JobRecord* last = nullptr;
+  int taken = 0;
+  for (const tagi::v1::WorkerLogLine& line : m.logs()) {
+    auto j = jobs_.find(line.job_id());
+    if (j == jobs_.end() || !ranks_in(j->second)) continue;
+    JobRecord& r = j->second;
+    last = &r;
+    r.log_dirty = true;
+    if (++taken > kMaxLogLinesPerMessage) {
+      r.log.AddDropped(1);
+      continue;
+    }
+    const int64_t t =
+        std::abs(line.time_ms() - now_ms) > kMaxLogClockSkewMs ? now_ms : line.time_ms();
+    r.log.Append(t, line.rank(), line.generation(), id, line.text());
+  }
+  if (m.logs_dropped() > 0) {
+    if (last == nullptr) {
+      auto j = jobs_.find(m.job_id());
+      if (j != jobs_.end() && ranks_in(j->second)) last = &j->second;
+    }
+    if (last != nullptr) {
+      last->log.AddDropped(m.logs_dropped());
+      last->log_dirty = true;
+    }
+  }
 }
 
 void Coordinator::CloseSession(const std::string& worker_id, uint64_t token,
@@ -410,6 +460,17 @@ void Coordinator::LoadState() {
       const fs::path model = root / "models" / (j.id() + ".tagi");
       r.model_ready = fs::exists(model, ec);
       if (r.model_ready) r.model_path = model.string();
+    }
+    // Its log, when one was written (a missing or unreadable one is empty).
+    if (auto log = ReadFile((root / "logs" / (j.id() + ".logs")).string(), kMaxJobLogFileBytes);
+        log.ok()) {
+      if (auto decoded = JobLog::Decode(*log); decoded.ok()) {
+        r.log = *std::move(decoded);
+      } else {
+        startup_log_.push_back(Log(absl::StrFormat("job %s: its log is not readable (%s); it "
+                                                   "starts empty",
+                                                   j.id(), decoded.status().message())));
+      }
     }
     // A job that was running recovers; one that was recovering keeps its ranks.
     ApplyLocked(r, CoordinatorRestarted{}).IgnoreError();  // applies in every state

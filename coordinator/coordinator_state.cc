@@ -175,6 +175,29 @@ void Coordinator::QueueModelWriteLocked(JobRecord& r) {
                   }});
 }
 
+void Coordinator::PersistLogsLocked() {
+  const absl::Time now = clock_.Now();
+  for (auto& [id, r] : jobs_) {
+    if (!r.log_dirty || now - r.log_written < kLogWriteInterval) continue;
+    r.log_dirty = false;
+    r.log_written = now;
+    if (options_.state_dir.empty()) continue;
+    auto bytes = std::make_shared<const std::string>(r.log.Encode());
+    const std::string path = (fs::path(options_.state_dir) / "logs" / (id + ".logs")).string();
+    const std::string job = id;
+    writer_->Queue({.group = id,
+                    .key = "logs",  // a newer one replaces one still waiting
+                    .kind = "logs",
+                    .op = [this, path, bytes] { return fs_.WriteFileAtomic(path, *bytes); },
+                    .done = [job](const absl::Status& st) {
+                      if (!st.ok()) {
+                        Log(absl::StrFormat("cannot save the log of job %s (will retry): %s", job,
+                                            st.message()));
+                      }
+                    }});
+  }
+}
+
 void Coordinator::PruneEndedLocked() {
   std::vector<EndedJob> ended;
   for (const auto& [id, r] : jobs_) {
@@ -216,7 +239,8 @@ void Coordinator::RemoveJobFilesLocked(const std::string& id) {
                         return st;
                       }
                       for (const fs::path& p : {root / "jobs" / (id + ".job"),
-                                                root / "models" / (id + ".tagi")}) {
+                                                root / "models" / (id + ".tagi"),
+                                                root / "logs" / (id + ".logs")}) {
                         if (auto st = fs_.RemoveAll(p.string()); !st.ok()) return st;
                       }
                     }

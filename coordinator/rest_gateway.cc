@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <limits>
 #include <regex>
 #include <set>
 #include <utility>
@@ -27,6 +28,7 @@ struct RestGateway::Route {
   std::regex pattern;
   Handler handler;
   bool takes_body;
+  std::vector<std::string> query;
 };
 
 namespace {
@@ -72,13 +74,43 @@ void Reply(HttpResponse& res, const absl::StatusOr<T>& result) {
   SendMessage(res, *result);
 }
 
-// Every route takes its input from the path and the body only.
-bool RefuseQuery(const HttpRequest& req, HttpResponse& res) {
-  if (req.query.empty()) return false;
-  SendError(res, absl::InvalidArgumentError(
-                     absl::StrFormat("%s %s takes no query parameters (got \"%s\")", req.method,
-                                     req.path, req.query.front().first)));
-  return true;
+// A route takes its input from the path, the body and the query
+// parameters it names, each at most once.
+bool RefuseQuery(const HttpRequest& req, HttpResponse& res, const std::vector<std::string>& allowed) {
+  std::set<std::string> seen;
+  for (const auto& [name, value] : req.query) {
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      SendError(res, absl::InvalidArgumentError(
+                         allowed.empty()
+                             ? absl::StrFormat("%s %s takes no query parameters (got \"%s\")",
+                                               req.method, req.path, name)
+                             : absl::StrFormat("%s %s takes the query parameters %s (got \"%s\")",
+                                               req.method, req.path, absl::StrJoin(allowed, ", "),
+                                               name)));
+      return true;
+    }
+    if (!seen.insert(name).second) {
+      SendError(res, absl::InvalidArgumentError(
+                         absl::StrFormat("query parameter \"%s\" given twice", name)));
+      return true;
+    }
+  }
+  return false;
+}
+
+// The unsigned integer query parameter `name`; `fallback` when absent.
+absl::StatusOr<uint64_t> QueryNumber(const HttpRequest& req, const std::string& name,
+                                     uint64_t fallback, uint64_t most) {
+  for (const auto& [key, value] : req.query) {
+    if (key != name) continue;
+    uint64_t n = 0;
+    if (value.empty() || value[0] == '-' || !absl::SimpleAtoi(value, &n) || n > most) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "query parameter %s=\"%s\": expected an integer in 0..%d", name, value, most));
+    }
+    return n;
+  }
+  return fallback;
 }
 
 // A body must be declared JSON (415 otherwise).
@@ -190,7 +222,8 @@ RestGateway::RestGateway(Coordinator& coordinator, std::function<std::string()> 
   for (const RouteDef& def : Table()) {
     if (options_.probes_only && absl::StartsWith(def.path, "/v1/")) continue;
     const std::string pattern = absl::StrReplaceAll(def.path, {{"{id}", "([^/:]+)"}});
-    routes_.push_back(Route{def.method, std::regex(pattern), def.handler, def.takes_body});
+    routes_.push_back(
+        Route{def.method, std::regex(pattern), def.handler, def.takes_body, def.query});
   }
 }
 
@@ -203,6 +236,7 @@ const std::vector<RestGateway::RouteDef>& RestGateway::Table() {
       {"GET", "/v1/jobs/{id}", &RestGateway::GetJob, false},
       {"POST", "/v1/jobs/{id}:cancel", &RestGateway::CancelJob, true},
       {"GET", "/v1/jobs/{id}/model", &RestGateway::GetModel, false},
+      {"GET", "/v1/jobs/{id}/logs", &RestGateway::GetLogs, false, {"after", "maxLines"}},
       {"GET", "/v1/workers", &RestGateway::ListWorkers, false},
       {"GET", "/healthz", &RestGateway::Healthz, false},
       {"GET", "/readyz", &RestGateway::Readyz, false},
@@ -270,7 +304,7 @@ bool RestGateway::Screen(const HttpRequest& req, HttpResponse& res) {
     NoRoute(req, res);
     return true;
   }
-  if (RefuseUnauthenticated(req, res) || RefuseQuery(req, res)) return true;
+  if (RefuseUnauthenticated(req, res) || RefuseQuery(req, res, route->query)) return true;
   if (route->takes_body) {
     if (RefuseContentType(req, res)) return true;
     if (req.has_body) return false;  // read it, then Serve
@@ -335,6 +369,14 @@ void RestGateway::GetModel(const HttpRequest&, const std::string& id, HttpRespon
                 absl::StrCat("attachment; filename=\"", DownloadName(id), "\""));
   res.SetSharedContent(std::make_shared<const std::string>(std::move(*bytes)),
                        "application/octet-stream");
+}
+
+void RestGateway::GetLogs(const HttpRequest& req, const std::string& id, HttpResponse& res) {
+  auto after = QueryNumber(req, "after", 0, std::numeric_limits<uint64_t>::max());
+  if (!after.ok()) return SendError(res, after.status());
+  auto most = QueryNumber(req, "maxLines", 0, std::numeric_limits<uint32_t>::max());
+  if (!most.ok()) return SendError(res, most.status());
+  Reply(res, c_.Logs(id, *after, static_cast<size_t>(*most)));
 }
 
 void RestGateway::ListWorkers(const HttpRequest&, const std::string&, HttpResponse& res) {

@@ -125,6 +125,7 @@ class RestGateway {
     const char* path;  // "{id}" stands for one path segment without ':'
     Handler handler;
     bool takes_body;   // reads a JSON body (POST routes)
+    std::vector<std::string> query = {};  // the query parameters it takes
   };
   struct Route;
 
@@ -149,6 +150,7 @@ class RestGateway {
   void GetJob(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void CancelJob(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void GetModel(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void GetLogs(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void ListWorkers(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void Healthz(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void Readyz(const HttpRequest& req, const std::string& id, HttpResponse& res);

@@ -235,6 +235,12 @@ grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx, const tagi::v1::
   return grpc::Status::OK;
 }
 
+grpc::Status JobsService::GetLogs(grpc::ServerContext* ctx, const tagi::v1::GetJobLogsRequest* req,
+                                  tagi::v1::JobLogs* resp) {
+  TAGI_CHECK_PROTOCOL(ctx, "Jobs.GetLogs");
+  return Reply(c_.Logs(req->id(), req->after(), req->max_lines()), resp);
+}
+
 grpc::Status ClusterService::Register(grpc::ServerContext* ctx,
                                       const tagi::v1::RegisterRequest* req,
                                       tagi::v1::RegisterResponse* resp) {

@@ -45,6 +45,8 @@ class JobsService final : public tagi::v1::Jobs::Service {
                              grpc::ServerWriter<tagi::v1::ModelChunk>*) override;
   grpc::Status ListWorkers(grpc::ServerContext*, const tagi::v1::ListWorkersRequest*,
                            tagi::v1::ListWorkersResponse*) override;
+  grpc::Status GetLogs(grpc::ServerContext*, const tagi::v1::GetJobLogsRequest*,
+                       tagi::v1::JobLogs*) override;
   // Bounds Watch and DownloadModel streams (keyed by client host); not
   // owned; may be null.
   void set_stream_limiter(StreamLimiter* limiter) { streams_ = limiter; }

@@ -220,4 +220,12 @@ std::string WorkerTable(const std::vector<tagi::v1::WorkerInfo>& workers) {
   return out;
 }
 
+std::string LogLineText(const tagi::v1::JobLogLine& line) {
+  return absl::StrFormat(
+      "%s rank %d gen %d %s: %s",
+      absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::FromUnixMillis(line.time_ms()),
+                       absl::LocalTimeZone()),
+      line.rank(), line.generation(), Printable(line.worker_id()), Printable(line.text()));
+}
+
 }  // namespace tagi

@@ -19,6 +19,10 @@ namespace tagi {
 // \xNN; printable UTF-8 is kept.
 std::string Printable(absl::string_view text);
 
+// One log line as `tagictl logs` prints it: "2026-11-27 21:05:03.120 rank 1
+// gen 2 w-3: text" (local time; the text through Printable).
+std::string LogLineText(const tagi::v1::JobLogLine& line);
+
 // "job-3  RUNNING  epoch 2/3  [=====>    ]  61%  38.2k samples/s  ETA 4.1s  test accuracy 85.34%"
 std::string WatchLine(const tagi::v1::Job& job);
 // The latest test metric: "test accuracy 85.34%" or "test RMSE 3.2100"; "" before the first

@@ -27,6 +27,18 @@ absl::StatusOr<tagi::v1::Job> JobsClient::Get(const std::string& id) {
   return job;
 }
 
+absl::StatusOr<tagi::v1::JobLogs> JobsClient::GetLogs(const std::string& id, uint64_t after,
+                                                      uint32_t max_lines) {
+  auto ctx = MakeClientContext(rpc_timeout_);
+  tagi::v1::GetJobLogsRequest req;
+  req.set_id(id);
+  req.set_after(after);
+  req.set_max_lines(max_lines);
+  tagi::v1::JobLogs logs;
+  if (auto st = FromGrpcStatus(stub_->GetLogs(ctx.get(), req, &logs)); !st.ok()) return st;
+  return logs;
+}
+
 absl::StatusOr<std::vector<tagi::v1::Job>> JobsClient::List() {
   auto ctx = MakeClientContext(rpc_timeout_);
   tagi::v1::ListJobsResponse resp;

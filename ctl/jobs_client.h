@@ -31,6 +31,9 @@ class JobsClient {
   // passes; returns the last state seen.
   absl::StatusOr<tagi::v1::Job> Watch(const std::string& id, absl::Duration timeout,
                                       const std::function<void(const tagi::v1::Job&)>& on_update);
+  // The job's log lines after seq `after` (0: from the oldest kept).
+  absl::StatusOr<tagi::v1::JobLogs> GetLogs(const std::string& id, uint64_t after,
+                                            uint32_t max_lines = 0);
   // The final model file's bytes.
   absl::StatusOr<std::string> DownloadModel(const std::string& id, absl::Duration timeout);
 

@@ -4,6 +4,7 @@
 //   tagictl --coord HOST:PORT list | workers
 //   tagictl --coord HOST:PORT status ID [--json]
 //   tagictl --coord HOST:PORT watch ID
+//   tagictl --coord HOST:PORT logs ID [--follow]
 //   tagictl --coord HOST:PORT cancel ID
 //   tagictl --coord HOST:PORT download ID -o FILE
 // Security: --token-file F (API token), --tls-ca F [--tls-cert F --tls-key F].
@@ -32,6 +33,8 @@
 ABSL_FLAG(std::string, coord, "127.0.0.1:7070", "The coordinator's gRPC address, HOST:PORT.");
 ABSL_FLAG(bool, watch, false, "submit: watch the job until it ends.");
 ABSL_FLAG(bool, json, false, "status, validate: print JSON.");
+ABSL_FLAG(bool, follow, false, "logs: keep printing new lines until the job ends.");
+ABSL_FLAG(uint64_t, after, 0, "logs: only the lines after this seq.");
 ABSL_FLAG(std::string, o, "", "download: the file to write.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each plain request.");
 ABSL_FLAG(std::string, token_file, "",
@@ -57,6 +60,7 @@ constexpr char kUsage[] =
     "  tagictl --coord HOST:PORT list | workers\n"
     "  tagictl --coord HOST:PORT status ID [--json]\n"
     "  tagictl --coord HOST:PORT watch ID [--reconnect-for 60s]\n"
+    "  tagictl --coord HOST:PORT logs ID [--follow] [--after SEQ]\n"
     "  tagictl --coord HOST:PORT cancel ID\n"
     "  tagictl --coord HOST:PORT download ID -o FILE\n"
     "  tagictl validate JOB.json [--json]   (checks a job file here, as submit would)\n"
@@ -124,6 +128,37 @@ int Status(JobsClient& client, const std::string& id) {
   return 0;
 }
 
+// How often `logs --follow` asks for new lines.
+constexpr absl::Duration kFollowEvery = absl::Milliseconds(500);
+constexpr absl::Duration kLastLinesGrace = absl::Seconds(1);
+
+int Logs(JobsClient& client, const std::string& id) {
+  const bool follow = absl::GetFlag(FLAGS_follow);
+  uint64_t after = absl::GetFlag(FLAGS_after);
+  uint64_t dropped = 0;
+  int final_seen = 0;
+  for (;;) {
+    auto logs = client.GetLogs(id, after);
+    if (!logs.ok()) return Fail(logs.status());
+    if (logs->dropped() > dropped) {
+      if (after > 0 || dropped > 0) {
+        std::fprintf(stderr, "tagictl: %llu older lines were dropped (the log keeps the newest)\n",
+                     static_cast<unsigned long long>(logs->dropped() - dropped));
+      }
+      dropped = logs->dropped();
+    }
+    for (const auto& line : logs->lines()) std::printf("%s\n", LogLineText(line).c_str());
+    std::fflush(stdout);
+    after = logs->next();
+    if (logs->lines_size() > 0) continue;  // more may wait
+    if (!follow) return 0;
+    // The ranks' last lines (how their attempt ended) arrive just after
+    // the job ends: one more look, a moment later.
+    if (IsFinal(logs->state()) && final_seen++ > 0) return 0;
+    absl::SleepFor(IsFinal(logs->state()) ? kLastLinesGrace : kFollowEvery);
+  }
+}
+
 int Download(JobsClient& client, const std::string& id) {
   const std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) return Usage("download needs -o FILE");
@@ -180,6 +215,7 @@ int Run(const std::vector<std::string>& args, const std::vector<std::string>& se
   if (cmd == "status" && one_arg) return Status(client, args[1]);
   if (cmd == "watch" && one_arg) return Watch(client, args[1]);
   if (cmd == "download" && one_arg) return Download(client, args[1]);
+  if (cmd == "logs" && one_arg) return Logs(client, args[1]);
   if (cmd == "cancel" && one_arg) {
     auto job = client.Cancel(args[1]);
     if (!job.ok()) return Fail(job.status());

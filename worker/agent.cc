@@ -142,13 +142,18 @@ int Agent::Run() {
     runner.data_cache = &data_cache_;
     AttemptControl control(a);
     control.SetPoke([&session] { session->Poke(); });
+    control.SetLogSink([&session, &a](const std::string& text) {
+      session->Log(a.job_id(), a.generation(), a.rank(), text);
+    });
     session->SetAttempt(&control);
     const JobOutcome out = RunAssignment(client_, runner, a, clock_, control);
     session->SetAttempt(nullptr);
-    std::fprintf(stderr, "tagi-worker %s: job %s generation %d %s%s%s\n", worker_id_.c_str(),
-                 a.job_id().c_str(), static_cast<int>(a.generation()),
-                 out.ok ? "finished" : (out.cancelled ? "cancelled" : "failed"),
-                 out.reason.empty() ? "" : ": ", out.reason.c_str());
+    const std::string end = absl::StrFormat(
+        "%s%s%s", out.ok ? "finished" : (out.cancelled ? "cancelled" : "failed"),
+        out.reason.empty() ? "" : ": ", out.reason);
+    std::fprintf(stderr, "tagi-worker %s: job %s generation %d %s\n", worker_id_.c_str(),
+                 a.job_id().c_str(), static_cast<int>(a.generation()), end.c_str());
+    session->Log(a.job_id(), a.generation(), a.rank(), end);  // in the job's log too
     // An attempt whose group failed does not count: the job goes on.
     if (options_.max_jobs > 0 && !(out.retryable && !stop_) && ++jobs >= options_.max_jobs) break;
   }

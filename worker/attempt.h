@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 
@@ -65,6 +66,25 @@ class AttemptControl {
     poke_ = std::move(poke);
   }
 
+  // Where the attempt's job log lines go besides stderr (the session,
+  // which sends them to the coordinator); may be left empty.
+  void SetLogSink(std::function<void(const std::string&)> sink) {
+    absl::MutexLock lock(&mu_);
+    log_sink_ = std::move(sink);
+  }
+  // A line of the job's log: on stderr (tagged with the job, generation
+  // and rank) and to the sink.
+  void Log(const std::string& text) {
+    std::function<void(const std::string&)> sink;
+    {
+      absl::MutexLock lock(&mu_);
+      sink = log_sink_;
+    }
+    std::fprintf(stderr, "job %s generation %llu rank %u: %s\n", job_id_.c_str(),
+                 static_cast<unsigned long long>(generation_), rank_, text.c_str());
+    if (sink) sink(text);
+  }
+
   void SetCollective(Collective* c) {
     absl::MutexLock lock(&mu_);
     collective_ = c;
@@ -95,6 +115,7 @@ class AttemptControl {
   absl::Mutex mu_;
   tagi::v1::JobProgress progress_ ABSL_GUARDED_BY(mu_);
   std::function<void()> poke_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> log_sink_ ABSL_GUARDED_BY(mu_);
   bool first_step_sent_ ABSL_GUARDED_BY(mu_) = false;
   Collective* collective_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;

@@ -111,6 +111,18 @@ void FillEpoch(const EpochMetrics& m, tagi::v1::EpochMetrics* out) {
   out->set_test_mean_std(m.test.mean_std);
 }
 
+// An epoch's line in the job log.
+std::string EpochLine(const EpochMetrics& m, bool classification) {
+  const std::string metric =
+      classification
+          ? absl::StrFormat("train accuracy %.2f%%, test accuracy %.2f%%",
+                            100 * m.train_accuracy, 100 * m.test.accuracy)
+          : absl::StrFormat("test rmse %.4g, log-likelihood %.4g", m.test.rmse,
+                            m.test.log_likelihood);
+  return absl::StrFormat("epoch %d: %s; %d steps in %.1fs", m.epoch + 1, metric, m.steps,
+                         m.seconds);
+}
+
 // The job's data: the cached copy when the last job loaded the same data
 // set with the same seed, else loaded (and cached).
 absl::StatusOr<std::shared_ptr<const data::LoadedData>> Data(
@@ -168,12 +180,12 @@ absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model
 // Rank 0 offers a snapshot; one that cannot be read from the device is
 // skipped with a log line (the next step would fail on that device anyway).
 void OfferSnapshot(SnapshotUploader& uploader, const Assignment& a, engine::Engine& model,
-                   const Cursor& at) {
+                   const Cursor& at, AttemptControl& control) {
   absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, at);
   if (!s.ok()) {
-    std::fprintf(stderr, "job %s: snapshot at epoch %d step %d skipped: %s\n",
-                 a.job_id().c_str(), static_cast<int>(at.epoch), static_cast<int>(at.step),
-                 std::string(s.status().message()).c_str());
+    control.Log(absl::StrFormat("snapshot at epoch %d step %d skipped: %s",
+                                static_cast<int>(at.epoch), static_cast<int>(at.step),
+                                std::string(s.status().message())));
     return;
   }
   uploader.Offer(*std::move(s));
@@ -191,8 +203,7 @@ constexpr absl::Duration kHeldSnapshotGrace = absl::Seconds(2);
 void HoldWhileCoordinatorLost(SnapshotUploader& uploader, AttemptControl& control,
                               absl::Duration max_wait) {
   if (!control.coordinator_lost.load()) return;
-  std::fprintf(stderr, "job %s: the coordinator is unreachable; holding at this snapshot point\n",
-               control.job_id().c_str());
+  control.Log("the coordinator is unreachable; holding at this snapshot point");
   if (!uploader.DrainUnlessAborted(control, max_wait) && !control.aborted()) {
     control.Abort(absl::StrFormat(
         "the coordinator was unreachable for %s at a snapshot point",
@@ -350,6 +361,11 @@ absl::Status AttemptRun::Run(bool* in_group) {
   progress_.set_group_seconds(absl::ToDoubleSeconds(clock_.Now() - group_start));
 
   if (a_.rank() == 0) snapshots_.emplace(client_, options_.worker_id, a_, clock_);
+  control_.Log(absl::StrFormat(
+      "rank %d of %d on worker %s: %s; data %.1fs, model %.1fs, group %.1fs",
+      a_.rank(), a_.world_size(), options_.worker_id,
+      a_.resume() ? absl::StrCat("resumes at step ", start.global_step) : "starts at step 0",
+      progress_.data_seconds(), progress_.model_seconds(), progress_.group_seconds()));
   TAGI_RETURN_IF_ERROR(TrainEpochs(trainer, start));
   if (collective_ != nullptr) DepartTogether(store_, a_, options_.connect_timeout);
   if (a_.rank() == 0) return UploadFinalModel(trainer);
@@ -414,6 +430,7 @@ absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first_offset, on_step));
     global += m.steps;
     FillEpoch(m, progress_.add_epochs());
+    control_.Log(EpochLine(m, spec_.head().has_classification()));
     if (progress_.epochs_size() > kMaxEpochHistory) {
       progress_.mutable_epochs()->DeleteSubrange(0, progress_.epochs_size() - kMaxEpochHistory);
     }
@@ -422,7 +439,7 @@ absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
     // only once it holds the metrics of the epochs before it.
     control_.SetProgressNow(progress_);
     if (snapshots_.has_value()) {
-      OfferSnapshot(*snapshots_, a_, *model_, {e + 1, 0, 0, global});
+      OfferSnapshot(*snapshots_, a_, *model_, {e + 1, 0, 0, global}, control_);
       HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
     }
     control_.SetProgress(progress_);
@@ -466,7 +483,7 @@ void AttemptRun::OnStep(const Trainer& trainer, const Cursor& at, size_t done, s
     last_publish_ = now;
   }
   if (snapshot) {
-    OfferSnapshot(*snapshots_, a_, *model_, at);
+    OfferSnapshot(*snapshots_, a_, *model_, at, control_);
     HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
   }
   if (options_.metrics != nullptr) {

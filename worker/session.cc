@@ -65,6 +65,27 @@ void Session::Poke() {
   poked_ = true;
 }
 
+void Session::Log(const std::string& job_id, uint64_t generation, uint32_t rank,
+                  std::string text) {
+  if (text.size() > kMaxLogLineBytes) {
+    text.resize(kMaxLogLineBytes - 3);
+    text += "...";
+  }
+  const int64_t now_ms = absl::ToUnixMillis(clock_.WallNow());
+  absl::MutexLock lock(&mu_);
+  if (logs_.size() >= kMaxPendingLogLines) {
+    ++logs_dropped_;
+    return;
+  }
+  tagi::v1::WorkerLogLine& line = logs_.emplace_back();
+  line.set_job_id(job_id);
+  line.set_generation(generation);
+  line.set_rank(rank);
+  line.set_time_ms(now_ms);
+  line.set_text(std::move(text));
+  poked_ = true;  // logs go out promptly, not at the next heartbeat
+}
+
 tagi::v1::SessionMessage Session::Compose() {
   tagi::v1::SessionMessage m;
   m.set_worker_id(options_.worker_id);
@@ -76,6 +97,13 @@ tagi::v1::SessionMessage Session::Compose() {
     m.set_rank(attempt_->rank());
     *m.mutable_progress() = attempt_->progress();
   }
+  for (size_t i = 0; i < kLogLinesPerMessage && !logs_.empty(); ++i) {
+    *m.add_logs() = std::move(logs_.front());
+    logs_.pop_front();
+  }
+  m.set_logs_dropped(logs_dropped_);
+  logs_dropped_ = 0;
+  if (!logs_.empty()) poked_ = true;  // the rest in the next message, at once
   return m;
 }
 
@@ -103,8 +131,8 @@ bool Session::RunStream() {
   {
     absl::MutexLock lock(&mu_);
     if (stop_) return false;
-    first = Compose();
     poked_ = false;  // the first message carries what a pending poke wanted sent
+    first = Compose();  // (it pokes again when log lines are left)
   }
   std::atomic<bool> reader_done{false};
   std::atomic<bool> heard{false};
@@ -114,6 +142,7 @@ bool Session::RunStream() {
   std::atomic<int64_t> last_heard_ns{absl::ToUnixNanos(steady.Now())};
   std::thread reader;
   bool clean = false;
+  tagi::v1::SessionMessage last;  // what a clean stop still sends
   if (stream->Write(first)) {
     reader = std::thread([&] {
       tagi::v1::SessionDirective d;
@@ -140,6 +169,8 @@ bool Session::RunStream() {
         clock_.AwaitWithTimeout(mu_, absl::Condition(&ready), every);
         if (stop_) {
           clean = true;
+          // Log lines still queued (a worker's last job's end) go out first.
+          if (!logs_.empty()) last = Compose();
           break;
         }
         poked_ = false;
@@ -158,6 +189,7 @@ bool Session::RunStream() {
     }
   }
   if (clean) {
+    if (last.logs_size() > 0) (void)stream->Write(last);
     stream->WritesDone();  // the coordinator sees the worker leave
     absl::MutexLock lock(&mu_);  // the reader pokes once it is done
     auto done = [&reader_done]() { return reader_done.load(); };

@@ -9,11 +9,18 @@
 // network is gone) is treated like a broken stream. A broken stream is
 // reopened with exponential backoff and jitter; a restarted coordinator
 // learns the worker from the first message of the new stream.
+//
+// Job log lines (Log) ride on the messages: at most kLogLinesPerMessage per
+// message (a message goes out at once while more wait), at most
+// kMaxPendingLogLines waiting (more are dropped and counted), each at most
+// kMaxLogLineBytes. Lines in a message whose write fails are lost: logs
+// are best effort, the worker's stderr keeps every line.
 // Thread-safe.
 #ifndef TAGI_WORKER_SESSION_H_
 #define TAGI_WORKER_SESSION_H_
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <string>
 #include <thread>
@@ -26,6 +33,10 @@
 #include "worker/session_stream.h"
 
 namespace tagi {
+
+inline constexpr size_t kMaxPendingLogLines = 1024;
+inline constexpr size_t kLogLinesPerMessage = 64;
+inline constexpr size_t kMaxLogLineBytes = 2048;
 
 struct SessionOptions {
   std::string worker_id;
@@ -60,6 +71,8 @@ class Session {
   void SetAttempt(AttemptControl* attempt);
   // Send a message now rather than at the next interval.
   void Poke();
+  // Queues a line of the attempt's job log for the coordinator.
+  void Log(const std::string& job_id, uint64_t generation, uint32_t rank, std::string text);
 
   // Streams opened so far (for tests and logs).
   int streams_opened() const { return streams_opened_.load(); }
@@ -88,6 +101,8 @@ class Session {
   std::string aborted_job_ ABSL_GUARDED_BY(mu_);
   uint64_t aborted_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::string aborted_reason_ ABSL_GUARDED_BY(mu_);
+  std::deque<tagi::v1::WorkerLogLine> logs_ ABSL_GUARDED_BY(mu_);
+  uint64_t logs_dropped_ ABSL_GUARDED_BY(mu_) = 0;  // since the last message
 };
 
 }  // namespace tagi

@@ -377,5 +377,73 @@ TEST_F(RecoveryTest, StaleSessionMessageGetsAnAbortAndCancelIsPushed) {
   EXPECT_EQ(d[0].generation(), 1u);
 }
 
+// A session message with log lines of `job` (from rank `rank`).
+tagi::v1::SessionMessage WithLogs(const std::string& worker, const std::string& job, int lines,
+                                  uint32_t rank = 0, int64_t time_ms = 0) {
+  tagi::v1::SessionMessage m;
+  m.set_worker_id(worker);
+  for (int i = 0; i < lines; ++i) {
+    tagi::v1::WorkerLogLine* l = m.add_logs();
+    l->set_job_id(job);
+    l->set_generation(1);
+    l->set_rank(rank);
+    l->set_time_ms(time_ms);
+    l->set_text(absl::StrCat("line ", i));
+  }
+  return m;
+}
+
+TEST_F(RecoveryTest, KeepsTheLogLinesOfItsRanksOnlyBoundedAndAcrossARestart) {
+  ScratchDir dir;
+  CoordinatorOptions o = Options(1);
+  o.state_dir = dir.path().string();
+  Start(o);
+  const std::string job = Submit(1);
+  const std::string other = Submit(1);
+  const std::string w = Register();
+  const std::string stranger = Register();
+  const uint64_t t = Open(w);
+  const uint64_t ts = Open(stranger);
+  ASSERT_EQ(AssignmentOf(w).job_id(), job);
+
+  const int64_t now_ms = absl::ToUnixMillis(clock_.WallNow());
+  ASSERT_TRUE(coord().OnSessionMessage(t, WithLogs(w, job, 2, 0, now_ms - 5)).ok());
+  // A line far from the coordinator's clock gets the coordinator's time.
+  ASSERT_TRUE(coord().OnSessionMessage(t, WithLogs(w, job, 1, 0, 5)).ok());
+  // Not its job / not a rank of it: not kept.
+  ASSERT_TRUE(coord().OnSessionMessage(t, WithLogs(w, other, 3)).ok());
+  ASSERT_TRUE(coord().OnSessionMessage(ts, WithLogs(stranger, job, 3)).ok());
+  auto logs = coord().Logs(job, 0, 0);
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  ASSERT_EQ(logs->lines_size(), 3);
+  EXPECT_EQ(logs->lines(0).worker_id(), w);
+  EXPECT_EQ(logs->lines(0).time_ms(), now_ms - 5);
+  EXPECT_EQ(logs->lines(2).time_ms(), now_ms);
+  EXPECT_EQ(logs->state(), tagi::v1::RUNNING);
+  EXPECT_EQ(coord().Logs(other, 0, 0)->lines_size(), 0);
+  EXPECT_TRUE(absl::IsNotFound(coord().Logs("job-99", 0, 0).status()));
+
+  // A flood in one message: 256 kept, the rest counted; the worker's own
+  // count of lines it dropped is added.
+  tagi::v1::SessionMessage flood = WithLogs(w, job, 300);
+  flood.set_logs_dropped(5);
+  ASSERT_TRUE(coord().OnSessionMessage(t, flood).ok());
+  logs = coord().Logs(job, 3, 0);
+  EXPECT_EQ(logs->lines_size(), 256);
+  EXPECT_EQ(logs->dropped(), 44u + 5u);
+
+  // Written at the next tick past the interval; read back by a restart.
+  clock_.Advance(kLogWriteInterval);
+  coord().Tick();
+  coord().FlushState();
+  coord_.reset();
+  Start(o);
+  logs = coord().Logs(job, 0, 0);
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  EXPECT_EQ(logs->lines_size(), 259);
+  EXPECT_EQ(logs->lines(258).seq(), 259u);
+  EXPECT_EQ(logs->dropped(), 49u);
+}
+
 }  // namespace
 }  // namespace tagi::coordinator::test

@@ -192,6 +192,70 @@ TEST_F(RestApi, ModelDownloadMatchesTheGrpcDownload) {
       << "the REST download differs from the gRPC one";
 }
 
+// A job's log: its rank's lines (start, epochs, end) over REST and
+// `tagictl logs`, read from a seq on, with bad queries refused.
+TEST_F(RestApi, JobLogsOverRestAndTagictl) {
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+  StartWorker();
+  const HttpReply submitted = Post("/v1/jobs", ToyJobJson("logged", 3));
+  ASSERT_EQ(submitted.status, 201) << submitted.body;
+  const std::string id = ParseJob(submitted)->id();
+  const auto done = WaitForJob(
+      id, [](const Job& j) { return j.state() >= tagi::v1::SUCCEEDED; }, absl::Seconds(90));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_EQ(done->state(), tagi::v1::SUCCEEDED) << done->reason();
+
+  // The rank's last line comes just after the job ended.
+  tagi::v1::JobLogs logs;
+  ASSERT_TRUE(tagi::testing::WaitUntil(
+      [&] {
+        const HttpReply r = Get("/v1/jobs/" + id + "/logs");
+        logs.Clear();
+        return r.status == 200 &&
+               google::protobuf::util::JsonStringToMessage(r.body, &logs).ok() &&
+               logs.lines_size() > 0 &&
+               logs.lines(logs.lines_size() - 1).text() == "finished";
+      },
+      absl::Seconds(20), absl::Milliseconds(50)))
+      << Get("/v1/jobs/" + id + "/logs").body;
+  ASSERT_EQ(logs.lines_size(), 5);  // start, 3 epochs, end
+  EXPECT_THAT(logs.lines(0).text(), ::testing::HasSubstr("rank 0 of 1 on worker"));
+  EXPECT_THAT(logs.lines(1).text(), ::testing::StartsWith("epoch 1: test rmse"));
+  EXPECT_EQ(logs.lines(0).rank(), 0u);
+  EXPECT_EQ(logs.lines(0).generation(), 1u);
+  EXPECT_EQ(logs.lines(0).worker_id(), done->workers(0));
+  EXPECT_GT(logs.lines(0).time_ms(), 0);
+  EXPECT_EQ(logs.next(), 5u);
+  EXPECT_EQ(logs.state(), tagi::v1::SUCCEEDED);
+
+  tagi::v1::JobLogs some;
+  const HttpReply part = Get("/v1/jobs/" + id + "/logs?after=1&maxLines=2");
+  ASSERT_EQ(part.status, 200) << part.body;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(part.body, &some).ok());
+  ASSERT_EQ(some.lines_size(), 2);
+  EXPECT_EQ(some.lines(0).seq(), 2u);
+  EXPECT_EQ(some.next(), 3u);
+  ExpectError(Get("/v1/jobs/" + id + "/logs?after=-1"), 400, "INVALID_ARGUMENT",
+              "query parameter after=\"-1\": expected an integer");
+  ExpectError(Get("/v1/jobs/" + id + "/logs?after=1&after=2"), 400, "INVALID_ARGUMENT",
+              "given twice");
+  ExpectError(Get("/v1/jobs/" + id + "/logs?tail=3"), 400, "INVALID_ARGUMENT",
+              "takes the query parameters after, maxLines");
+  ExpectError(Get("/v1/jobs/job-99/logs"), 404, "NOT_FOUND", "job-99");
+
+  const ProcessResult ctl = RunProcess(
+      {BinPath("tagictl"), "--coord", grpc_address(), "logs", id, "--follow"}, absl::Seconds(30));
+  ASSERT_EQ(ctl.exit_code, 0) << ctl.err;
+  EXPECT_THAT(ctl.out, ::testing::HasSubstr(absl::StrCat("rank 0 gen 1 ", done->workers(0),
+                                                         ": epoch 3: test rmse")));
+  EXPECT_THAT(ctl.out, ::testing::EndsWith(": finished\n"));
+  const ProcessResult after = RunProcess(
+      {BinPath("tagictl"), "--coord", grpc_address(), "logs", id, "--after", "4"},
+      absl::Seconds(30));
+  EXPECT_EQ(std::count(after.out.begin(), after.out.end(), '\n'), 1) << after.out;
+  ExpectServing();
+}
+
 TEST_F(RestApi, ModelOfAJobWithoutOneIsAConflict) {
   ASSERT_NO_FATAL_FAILURE(StartCoordinator());
   const HttpReply submitted = Post("/v1/jobs", ToyJobJson());

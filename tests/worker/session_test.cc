@@ -186,5 +186,56 @@ TEST_F(SessionTest, StopLeavesCleanlyWithoutTheClockMoving) {
   EXPECT_FALSE(connected_.load());
 }
 
+// Log lines go out at once (without the clock moving), at most
+// kLogLinesPerMessage a message, in order; beyond kMaxPendingLogLines
+// they are dropped and counted; after a stop nothing more is sent.
+TEST_F(SessionTest, LogLinesGoOutPromptlyInBoundedMessagesAndAFloodIsCounted) {
+  Start();
+  auto end = streams_.end(0);
+  ASSERT_TRUE(Eventually([&] { return end->written().size() == 1; }));
+  auto lines_written = [&] {
+    size_t n = 0;
+    for (const auto& m : end->written()) n += static_cast<size_t>(m.logs_size());
+    return n;
+  };
+  session_->Log("job-1", 2, 1, "hello");
+  ASSERT_TRUE(Eventually([&] { return lines_written() == 1; }));
+  const tagi::v1::WorkerLogLine line = end->written().back().logs(0);
+  EXPECT_EQ(line.job_id(), "job-1");
+  EXPECT_EQ(line.generation(), 2u);
+  EXPECT_EQ(line.rank(), 1u);
+  EXPECT_EQ(line.text(), "hello");
+  EXPECT_EQ(line.time_ms(), absl::ToUnixMillis(clock_.WallNow()));
+  session_->Log("job-1", 2, 1, std::string(kMaxLogLineBytes + 10, 'x'));
+  ASSERT_TRUE(Eventually([&] { return lines_written() == 2; }));
+  EXPECT_EQ(end->written().back().logs(0).text().size(), kMaxLogLineBytes);
+
+  // A flood: the session thread may send some while we queue, so count.
+  const size_t flood = kMaxPendingLogLines + 500;
+  for (size_t i = 0; i < flood; ++i) session_->Log("job-1", 2, 1, std::to_string(i));
+  uint64_t dropped = 0;
+  ASSERT_TRUE(Eventually([&] {
+    dropped = 0;
+    for (const auto& m : end->written()) dropped += m.logs_dropped();
+    return lines_written() + dropped == 2 + flood;
+  }));
+  EXPECT_GT(dropped, 0u);
+  int previous = -1;
+  for (const auto& m : end->written()) {
+    EXPECT_LE(static_cast<size_t>(m.logs_size()), kLogLinesPerMessage);
+    for (const auto& l : m.logs()) {
+      if (l.text() == "hello" || l.text()[0] == 'x') continue;
+      EXPECT_GT(std::stoi(l.text()), previous);  // in order
+      previous = std::stoi(l.text());
+    }
+  }
+  EXPECT_EQ(clock_.Now(), absl::FromUnixSeconds(1'700'000'000));  // no interval passed
+
+  const size_t before = lines_written();
+  session_->Stop();
+  session_->Log("job-1", 2, 1, "too late");  // after the stop: never sent, no crash
+  EXPECT_EQ(lines_written(), before);
+}
+
 }  // namespace
 }  // namespace tagi
