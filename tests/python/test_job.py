@@ -133,7 +133,7 @@ def test_wait_times_out_naming_the_job_then_cancel_ends_it(env):
     with pytest.raises(TimeoutError) as e:
         job.wait(timeout=1.5, progress=False)
     took = time.monotonic() - start
-    assert 1.4 <= took < 4.0, took
+    assert 1.4 <= took < 6.0, took  # not early, and not much later (a loaded machine)
     assert f"job {job.id} has not ended after 1.5 s" in str(e.value)
     assert job.state in ("PENDING", "RUNNING")  # it goes on
     assert job.refresh() is job and job.state == "RUNNING"
