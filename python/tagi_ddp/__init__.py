@@ -5,7 +5,7 @@ coordinator, and read the trained models into numpy.
     from tagi_ddp.nn import Sequential, Linear, ReLU
 
 Modules: nn (the model builder), data (DataSpec helpers), client (the Jobs
-service: Client, TagiError), model (model files and numpy predictions).
+service: Client, Job, TagiError), model (model files and numpy predictions).
 """
 from . import data, nn  # noqa: F401
 from .model import HsmTree, Model, ModelFileError, decode_model, load_model  # noqa: F401
@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     # The client needs grpc; the builder and the model reader do not.
-    if name in ("Client", "TagiError", "client"):
+    if name in ("Client", "Job", "TagiError", "client"):
         import importlib
         client = importlib.import_module(".client", __name__)
         return client if name == "client" else getattr(client, name)

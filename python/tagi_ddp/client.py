@@ -2,9 +2,15 @@
 
     client = Client("coord-host:7070", token_file="api.token", tls_ca="ca.pem")
     job = client.submit(spec)            # a JobSpec, its dict, or a job file's path
-    for update in client.watch(job.id):  # tagi.v1.Job messages until the job ends
-        ...
-    client.download(job.id, "model.tagi")
+    job.wait()                           # watches it until it ends (a bar on a terminal)
+    job.state, job.reason                # "SUCCEEDED", ""
+    job.history                          # per epoch: a dict of its metrics
+    job.download("model.tagi")
+
+Jobs come back as Job objects (submit, get, list, cancel, watch, wait): the
+state a string ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"),
+the progress and the per-epoch metrics plain dicts and lists (ready for
+pandas), the tagi.v1.Job message itself in job.proto.
 
 Security is tagictl's: an API token (token=, or token_file= holding exactly one
 token) is sent as "authorization: Bearer <token>"; tls_ca= talks TLS to a
@@ -13,11 +19,13 @@ client certificate (mutual TLS). Every call carries the protocol version
 ("tagi-protocol" metadata, common/protocol.h) and a deadline (timeout=, in
 seconds; watch and download take their own).
 
-Every failed call raises TagiError with the gRPC code and the server's message.
-A Client holds one channel; it is thread-safe as grpc channels are. close() it
-(or use it as a context manager) when done.
+Every failed call raises TagiError with the gRPC code and the server's message;
+a wait that runs out of time raises TimeoutError. A Client holds one channel;
+it is thread-safe as grpc channels are. close() it (or use it as a context
+manager) when done.
 """
 import os
+import struct
 import sys
 import tempfile
 import time
@@ -30,7 +38,10 @@ from ._stubs import job_pb2, jobs_pb2, jobs_pb2_grpc
 PROTOCOL_KEY = "tagi-protocol"
 PROTOCOL_VERSION = "1"
 MAX_MESSAGE_BYTES = 8 << 20  # common/grpc_util.h kMaxGrpcMessageBytes
-TERMINAL = (jobs_pb2.SUCCEEDED, jobs_pb2.FAILED, jobs_pb2.CANCELLED)
+STATES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")  # the coordinator changes them no more
+TERMINAL = FINAL_STATES  # its former name
+WATCH_FOREVER = 7 * 24 * 3600.0  # the deadline of a watch without a timeout
 
 
 class TagiError(Exception):
@@ -85,6 +96,8 @@ def as_job_spec(spec):
 
 
 class Client:
+    """A connection to a coordinator's Jobs service (see the module's docstring)."""
+
     def __init__(self, coord="127.0.0.1:7070", *, token=None, token_file=None, tls_ca=None,
                  tls_cert=None, tls_key=None, timeout=10.0):
         if token is not None and token_file is not None:
@@ -128,53 +141,54 @@ class Client:
             raise _error(e, self._tls) from None
 
     def submit(self, spec):
-        """Submits a job; returns its tagi.v1.Job (PENDING, with its id)."""
+        """Submits a job; returns its Job (PENDING, with its id)."""
         req = jobs_pb2.SubmitJobRequest(spec=as_job_spec(spec))
-        return self._call(self._stub.Submit, req)
+        return Job(self._call(self._stub.Submit, req), self)
 
     def get(self, job_id):
-        return self._call(self._stub.Get, jobs_pb2.GetJobRequest(id=job_id))
+        """The job `job_id` now (a Job)."""
+        return Job(self._call(self._stub.Get, jobs_pb2.GetJobRequest(id=job_id)), self)
 
     def list(self):
-        return list(self._call(self._stub.List, jobs_pb2.ListJobsRequest()).jobs)
+        """Every job the coordinator holds, as Jobs."""
+        return [Job(j, self) for j in
+                self._call(self._stub.List, jobs_pb2.ListJobsRequest()).jobs]
 
     def cancel(self, job_id):
-        return self._call(self._stub.Cancel, jobs_pb2.CancelJobRequest(id=job_id))
+        """Cancels a job; returns it as the coordinator has it then (a Job)."""
+        return Job(self._call(self._stub.Cancel, jobs_pb2.CancelJobRequest(id=job_id)), self)
 
     def workers(self):
+        """The registered workers (tagi.v1.WorkerInfo messages; their state is a string)."""
         return list(self._call(self._stub.ListWorkers, jobs_pb2.ListWorkersRequest()).workers)
 
-    def watch(self, job_id, timeout=7 * 24 * 3600.0, progress=None, stream=None):
-        """Yields the job now and at every change, until it ends (the last is final).
+    def watch(self, job_id, timeout=WATCH_FOREVER, progress=None, stream=None):
+        """Yields the job (a Job) now and at every change, until it ends (the last is final).
 
         progress: draw a progress bar on `stream` (default stderr) while
-        yielding; None means when that stream is a terminal.
+        yielding; None means when that stream is a terminal. The stream's
+        deadline is `timeout` seconds (then TagiError DEADLINE_EXCEEDED).
         """
         stream = stream or sys.stderr
         if progress is None:
             progress = hasattr(stream, "isatty") and stream.isatty()
         bar = ProgressBar(stream) if progress else None
         try:
-            for job in self._stub.Watch(jobs_pb2.WatchJobRequest(id=job_id), timeout=timeout,
-                                        metadata=self._metadata):
+            for message in self._stub.Watch(jobs_pb2.WatchJobRequest(id=job_id),
+                                            timeout=timeout, metadata=self._metadata):
                 if bar:
-                    bar.update(job)
-                yield job
+                    bar.update(message)
+                yield Job(message, self)
         except grpc.RpcError as e:
             raise _error(e, self._tls) from None
         finally:
             if bar:
                 bar.finish()
 
-    def wait(self, job_id, timeout=7 * 24 * 3600.0, progress=None):
-        """Watches until the job ends; returns the final tagi.v1.Job."""
-        last = None
-        for last in self.watch(job_id, timeout=timeout, progress=progress):
-            pass
-        if last is None or last.state not in TERMINAL:
-            raise TagiError(grpc.StatusCode.UNAVAILABLE,
-                            f"the watch of {job_id} ended before the job did")
-        return last
+    def wait(self, job_id, timeout=None, poll=1.0, progress=None):
+        """Watches a job until it ends; returns the final Job (see Job.wait)."""
+        return Job(jobs_pb2.Job(id=job_id), self).wait(timeout=timeout, poll=poll,
+                                                       progress=progress)
 
     def download(self, job_id, path=None, timeout=600.0):
         """The final model file of a SUCCEEDED job: its bytes, also written to `path` if given."""
@@ -205,8 +219,209 @@ class Client:
         return data
 
 
+class Job:
+    """A job as the coordinator last told this client: a tagi.v1.Job message
+    (`proto`) read as plain Python.
+
+    id, name, state ("PENDING", "RUNNING", "SUCCEEDED", "FAILED",
+    "CANCELLED"), reason (why it is in its state: the failure, the cancel, what
+    it waits for), done (its state is final), spec (the tagi.v1.JobSpec),
+    workers (the worker id of each rank), progress (a dict, see the property)
+    and history (per finished epoch a dict of its metrics). The message's
+    other fields read through: job.model_bytes, job.restarts,
+    job.submit_time_ms, ...
+
+    refresh() asks the coordinator again, wait() watches until the job ends;
+    both update this object in place and return it. cancel() and download()
+    act on the job. A Job made by a Client keeps that client (and needs it open).
+    """
+
+    def __init__(self, proto, client=None):
+        if not isinstance(proto, jobs_pb2.Job):
+            raise TypeError(f"a Job wraps a tagi.v1.Job message, not {type(proto)}")
+        self.proto = proto
+        self._client = client
+
+    # --- what the message says -------------------------------------------
+
+    @property
+    def id(self):
+        return self.proto.id
+
+    @property
+    def name(self):
+        return self.proto.spec.name
+
+    @property
+    def state(self):
+        """The state's name: "PENDING", "RUNNING", "SUCCEEDED", "FAILED" or "CANCELLED"."""
+        return state_name(self.proto)
+
+    @property
+    def reason(self):
+        return self.proto.reason
+
+    @property
+    def done(self):
+        """Whether the state is final (SUCCEEDED, FAILED or CANCELLED)."""
+        return self.state in FINAL_STATES
+
+    @property
+    def spec(self):
+        return self.proto.spec
+
+    @property
+    def workers(self):
+        return list(self.proto.workers)
+
+    @property
+    def progress(self):
+        """A plain dict of where the job is: every field of tagi.v1.JobProgress but
+        the per-epoch metrics (those are `history`), with the proto's names:
+        epoch (0-based, in progress), step (done in that epoch), steps_per_epoch,
+        global_step, total_steps, samples_per_second, eta_seconds, step_seconds,
+        allreduce_seconds, allreduce_bytes, ...; and epochs_total (the spec's
+        epochs) and fraction (global_step / total_steps; 1.0 once SUCCEEDED,
+        0.0 before the first step is known)."""
+        p = self.proto.progress
+        row = message_fields(p)
+        row["epochs_total"] = int(self.proto.spec.epochs)
+        if self.proto.state == jobs_pb2.SUCCEEDED:
+            row["fraction"] = 1.0
+        else:
+            row["fraction"] = min(p.global_step / p.total_steps, 1.0) if p.total_steps else 0.0
+        return row
+
+    @property
+    def history(self):
+        """The metrics of every finished epoch, oldest first: a list of plain dicts
+        (see history()), ready for pandas.DataFrame(job.history)."""
+        return history(self.proto)
+
+    def __getattr__(self, name):
+        # The message's other fields (model_bytes, restarts, recoveries, ...).
+        if name.startswith("_") or name == "proto":
+            raise AttributeError(name)
+        try:
+            return getattr(self.proto, name)
+        except AttributeError:
+            raise AttributeError(f"'Job' object has no attribute {name!r}") from None
+
+    def __repr__(self):
+        return f"<Job {describe(self.proto)}>"
+
+    # --- calls to the coordinator -----------------------------------------
+
+    def _need_client(self):
+        if self._client is None:
+            raise ValueError(f"job {self.id} has no client (make it with Job(proto, client))")
+        return self._client
+
+    def refresh(self):
+        """Asks the coordinator for the job again; returns this Job, updated."""
+        self.proto = self._need_client().get(self.id).proto
+        return self
+
+    def wait(self, timeout=None, poll=1.0, progress=None):
+        """Watches the job until its state is final; returns this Job, updated.
+
+        timeout: seconds to wait at most (None: no limit); past it raises
+        TimeoutError naming the job and where it is (the job goes on).
+        A coordinator that cannot be reached (TagiError UNAVAILABLE: restarting)
+        or a watch that ends before the job does is watched again after `poll`
+        seconds, until the timeout; poll=None raises at once instead. Any
+        other failure of the service (NOT_FOUND, UNAUTHENTICATED, ...) raises
+        its TagiError. progress: a progress bar on stderr, as Client.watch.
+        A FAILED or CANCELLED job is returned like a SUCCEEDED one: check state.
+        """
+        client = self._need_client()
+        if self.done:  # a final state changes no more
+            return self
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = WATCH_FOREVER if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise self._timed_out(timeout)
+            try:
+                for update in client.watch(self.id, timeout=left, progress=progress):
+                    self.proto = update.proto
+                if self.done:
+                    return self
+                problem = TagiError(grpc.StatusCode.UNAVAILABLE,
+                                    f"the watch of {self.id} ended before the job did")
+            except TagiError as e:
+                if e.code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+                    raise self._timed_out(timeout) from None
+                if e.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                problem = e
+            if poll is None:
+                raise problem
+            pause = poll if deadline is None else min(poll, deadline - time.monotonic())
+            time.sleep(max(pause, 0.0))
+
+    def _timed_out(self, timeout):
+        return TimeoutError(f"job {self.id} has not ended after {timeout:g} s: "
+                            f"{describe(self.proto)}")
+
+    def cancel(self):
+        """Cancels the job; returns this Job, updated."""
+        self.proto = self._need_client().cancel(self.id).proto
+        return self
+
+    def download(self, path=None, timeout=600.0):
+        """The final model file (of a SUCCEEDED job): its bytes, also written to `path`."""
+        return self._need_client().download(self.id, path, timeout=timeout)
+
+
+def _message(job):
+    """The tagi.v1.Job of a Job or of the message itself."""
+    return job.proto if isinstance(job, Job) else job
+
+
 def state_name(job):
-    return jobs_pb2.JobState.Name(job.state)
+    """A job's state (a Job, a tagi.v1.Job, or the enum's number) as its name:
+    "PENDING", ...; a number this client does not know is "STATE_<number>"."""
+    number = job if isinstance(job, int) else _message(job).state
+    value = jobs_pb2.JobState.DESCRIPTOR.values_by_number.get(number)
+    if value is None:
+        return f"STATE_{number}"
+    return value.name[len("JOB_STATE_"):] if value.name.startswith("JOB_STATE_") else value.name
+
+
+def _shortest_float32(x):
+    """A float32 field's value at its shortest decimal that reads back as the same
+    float32 (0.2, not 0.20000000298023224), as the proto's JSON form writes it."""
+    exact = struct.unpack("<f", struct.pack("<f", x))[0]
+    for digits in range(6, 10):
+        short = float(f"{exact:.{digits}g}")
+        if struct.unpack("<f", struct.pack("<f", short))[0] == exact:
+            return short
+    return exact
+
+
+def _is_repeated(field):
+    if hasattr(field, "is_repeated"):  # protobuf 6 and later
+        return field.is_repeated
+    return field.label == field.LABEL_REPEATED
+
+
+def message_fields(message):
+    """The scalar fields of a message as a plain dict, defaults included, in the
+    proto's order and names: integers as int, float32 at their shortest decimal,
+    enums by name; repeated and message fields left out."""
+    row = {}
+    for field in message.DESCRIPTOR.fields:
+        if _is_repeated(field) or field.message_type is not None:
+            continue
+        value = getattr(message, field.name)
+        if field.type == field.TYPE_FLOAT:
+            value = _shortest_float32(value)
+        elif field.enum_type is not None:
+            known = field.enum_type.values_by_number.get(value)
+            value = known.name if known else value
+        row[field.name] = value
+    return row
 
 
 def epoch_summary(epoch, classification):
@@ -222,22 +437,18 @@ def epoch_summary(epoch, classification):
 
 
 def history(job):
-    """The job's per-epoch metrics as plain dicts (a list, oldest first, ready for
-    pandas.DataFrame): epoch, train_accuracy, test_accuracy, test_rmse,
-    test_log_likelihood, test_nll, test_ece, test_brier, test_coverage_68,
-    test_coverage_95, test_mean_std, sigma_v, seconds (every field, zeros included)."""
-    rows = []
-    for e in job.progress.epochs:
-        row = json_format.MessageToDict(e, preserving_proto_field_name=True,
-                                        including_default_value_fields=True)
-        row["epoch"] = int(row["epoch"])  # a uint64, which the JSON mapping writes as text
-        rows.append(row)
-    return rows
+    """The job's per-epoch metrics (a Job or a tagi.v1.Job) as plain dicts (a list,
+    oldest first, ready for pandas.DataFrame): epoch (1-based), train_accuracy,
+    test_accuracy, test_rmse, test_log_likelihood, sigma_v, seconds, test_ece,
+    test_nll, test_brier, test_coverage_68, test_coverage_95, test_mean_std
+    (every field of tagi.v1.EpochMetrics, zeros included)."""
+    return [message_fields(e) for e in _message(job).progress.epochs]
 
 
 def describe(job):
-    """One line about a job: "job-1 RUNNING epoch 2/3 step 40/100 850 samples/s", and the
-    last finished epoch's test metrics (epoch_summary)."""
+    """One line about a job (a Job or a tagi.v1.Job): "job-1 RUNNING epoch 2/3 step
+    40/100 850 samples/s", and the last finished epoch's test metrics (epoch_summary)."""
+    job = _message(job)
     p = job.progress
     text = f"{job.id} {state_name(job)}"
     if job.state == jobs_pb2.RUNNING and p.steps_per_epoch:
@@ -245,7 +456,7 @@ def describe(job):
                  f" {p.samples_per_second:.0f} samples/s")
     if p.epochs:
         text += " " + epoch_summary(p.epochs[-1], job.spec.head.HasField("classification"))
-    if job.reason and job.state in TERMINAL:
+    if job.reason and state_name(job) in FINAL_STATES:
         text += f": {job.reason}"
     return text
 
@@ -260,8 +471,10 @@ class ProgressBar:
         self.drawn = False
 
     def update(self, job):
+        job = _message(job)
+        final = state_name(job) in FINAL_STATES
         now = time.monotonic()
-        if now - self.last < 0.1 and job.state not in TERMINAL:
+        if now - self.last < 0.1 and not final:
             return
         self.last = now
         p = job.progress
@@ -269,7 +482,8 @@ class ProgressBar:
             1.0 if job.state == jobs_pb2.SUCCEEDED else 0.0)
         filled = int(self.width * min(done, 1.0))
         bar = "#" * filled + "." * (self.width - filled)
-        eta = f" eta {p.eta_seconds:.0f}s" if job.state == jobs_pb2.RUNNING and p.eta_seconds else ""
+        eta = (f" eta {p.eta_seconds:.0f}s"
+               if job.state == jobs_pb2.RUNNING and p.eta_seconds else "")
         self.stream.write(f"\r[{bar}] {100 * done:5.1f}% {describe(job)}{eta}\x1b[K")
         self.stream.flush()
         self.drawn = True

@@ -8,7 +8,12 @@ Paths are read by the workers, on their hosts, under their --data-root.
     job_data = data.image_folder("/data/pets/train", test_dir="/data/pets/test")
     job_data = data.csv("/data/iris.csv", label_column="species", has_header=True,
                         holdout_fraction=0.2)
+
+read_idx reads an IDX file (raw or gzip) into numpy, for predictions on the
+images a job trained on: read_idx(".../t10k-images-idx3-ubyte.gz") is uint8
+[n][28][28].
 """
+import gzip
 import os
 
 import numpy as np
@@ -33,6 +38,32 @@ def fashion_mnist(train_limit=0, test_limit=0, standardize=None, **paths):
     paths: train_images, train_labels, test_images, test_labels.
     """
     return _limits(_idx("FASHION_MNIST", paths), train_limit, test_limit, standardize)
+
+
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path):
+    """The array of an IDX file (MNIST's format; gzip when it starts with gzip's magic):
+    images [n][rows][cols], labels [n]; numbers in the file's type (uint8 for MNIST)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
+        raise ValueError(f"{path}: not an IDX file (magic {raw[:4].hex()})")
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"{path}: IDX header cut short")
+    dims = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    dtype = np.dtype(_IDX_TYPES[raw[2]])
+    count = int(np.prod(dims)) if dims else 1
+    if len(raw) - header != count * dtype.itemsize:
+        raise ValueError(f"{path}: IDX holds {len(raw) - header} bytes of data; its dimensions "
+                         f"{list(dims)} need {count * dtype.itemsize}")
+    return np.frombuffer(raw, dtype, count, header).reshape(dims).astype(dtype.newbyteorder("="))
 
 
 def mnist(train_images, train_labels, test_images, test_labels, train_limit=0, test_limit=0,

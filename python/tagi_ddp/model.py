@@ -24,8 +24,10 @@ var(mean) + E[noise], no sigma_v).
 Predictions follow the CPU engine in evaluation mode (worker/engine/*.cc,
 docs/maths.md): every kind of layer the engine runs, in
 float64 (the engine computes in float32, so values agree to float32's
-precision, not bit for bit). Meant for small networks and modest batches: a
-convolution builds its windows in memory.
+precision, not bit for bit). The samples pass BATCH_SIZE at a time (forward's
+batch_size), as [n][H][W][C] maps; a convolution is one matrix product per
+moment over its windows (im2col), so predicting is about as fast as
+tagi-train --eval on the same model (bench/python_predict.py).
 """
 import math
 import struct
@@ -40,6 +42,7 @@ HSM_ALPHA = 3.0
 MIN_STDDEV = 1e-8
 MIXTURE_FLOOR = 1e-6
 REMAX_FLOOR = 1e-6  # worker/engine/heads.h kRemaxFloor
+BATCH_SIZE = 64  # samples per pass of Model.forward
 KIND_NAMES = {1: "linear", 2: "relu", 3: "leakyRelu", 4: "sigmoid", 5: "tanh", 6: "softplus",
               7: "mixtureRelu"}
 
@@ -209,21 +212,30 @@ class Model:
             x = (x - self.input_mean) / std
         return x
 
-    def forward(self, x, standardize=True):
-        """Output units (mu, var), [n][width], in the network's own (standardised) units."""
-        x = self.standardize(x) if standardize else np.asarray(x, dtype=np.float64)
-        mu = x.reshape((len(x),) + self.input_shape)
-        var = np.zeros_like(mu)
-        it = iter(self.planned)
-        mu, var = _run(self.layers, mu, var, it)
-        return mu.reshape(len(mu), -1), var.reshape(len(var), -1)
+    def forward(self, x, standardize=True, batch_size=BATCH_SIZE):
+        """Output units (mu, var), [n][width], in the network's own (standardised) units.
 
-    def predict(self, x, sigma_v=0.0, standardize=True):
+        The samples go through the network batch_size at a time (evaluation mode
+        treats every sample alone, so the result does not depend on it): small
+        enough batches keep a convolution's windows in the processor's caches."""
+        x = self.standardize(x) if standardize else np.asarray(x, dtype=np.float64)
+        n = len(x)
+        width = int(np.prod(self.output_shape))
+        out_mu, out_var = np.empty((n, width)), np.empty((n, width))
+        step = max(1, int(batch_size))
+        for at in range(0, n, step):
+            mu = _maps(x[at:at + step], self.input_shape)
+            mu, var = _run(self.layers, mu, np.zeros_like(mu), iter(self.planned))
+            out_mu[at:at + step] = _flat(mu)
+            out_var[at:at + step] = _flat(var)
+        return out_mu, out_var
+
+    def predict(self, x, sigma_v=0.0, standardize=True, batch_size=BATCH_SIZE):
         """Regression: predictive (mean, variance) [n][targets] in the data's units:
         homoscedastic, the output's variance plus sigma_v^2; heteroscedastic (its
         output pairs [mean, noise]), var(mean) + E[noise] (sigma_v is not used).
         Classification: the output units as forward() gives them."""
-        mu, var = self.forward(x, standardize)
+        mu, var = self.forward(x, standardize, batch_size)
         if self.num_classes:
             return mu, var
         if self.heteroscedastic:
@@ -235,12 +247,12 @@ class Model:
             mu, var = mu * std + self.target_mean, var * std * std
         return mu, var
 
-    def class_probabilities(self, x, standardize=True):
+    def class_probabilities(self, x, standardize=True, batch_size=BATCH_SIZE):
         """[n][K] class probabilities (worker/engine/output.cc): the hierarchical
         softmax's, or a ONE_HOT head's output means clipped at 0 and normalised."""
         if not self.num_classes:
             raise ValueError("a regression model has no class probabilities")
-        mu, var = self.forward(x, standardize)
+        mu, var = self.forward(x, standardize, batch_size)
         if self.one_hot:
             return mean_class_probabilities(mu)
         return self._tree.probabilities(mu, var)
@@ -254,6 +266,24 @@ class Model:
         if not self.class_names:
             raise ValueError("this model file stores no class names")
         return [self.class_names[k] for k in self.predict_classes(x, standardize)]
+
+
+# The forward pass holds a layer's inputs and outputs as [n][H][W][C] (flat
+# features: [n][1][1][F]), so that a convolution's windows are rows of
+# consecutive values and its product comes out in that layout; the engine's
+# order of units, [C][H][W], is taken where it matters (_flat: a Linear's
+# inputs, evenExp's pairs, the outputs).
+
+def _maps(x, shape):
+    """Flat samples [n][C * H * W] (the engine's order) as [n][H][W][C]."""
+    return x.reshape((-1,) + tuple(shape)).transpose(0, 2, 3, 1)
+
+
+def _flat(x):
+    """[n][H][W][C] as flat samples [n][C * H * W] in the engine's order."""
+    if x.shape[1] == x.shape[2] == 1:
+        return x.reshape(len(x), -1)
+    return x.transpose(0, 3, 1, 2).reshape(len(x), -1)
 
 
 def _run(layers, mu, var, planned):
@@ -274,72 +304,116 @@ def _run(layers, mu, var, planned):
 
 def _linear(lp, mu, var):
     n = len(mu)
-    a, v = mu.reshape(n, -1), var.reshape(n, -1)
-    w, vw = lp.mu_w.astype(np.float64), lp.var_w.astype(np.float64)
-    mu_z = a @ w.T + lp.mu_b
-    var_z = v @ (w * w + vw).T + (a * a) @ vw.T + lp.var_b
-    return mu_z.reshape((n,) + lp.out_shape), var_z.reshape((n,) + lp.out_shape)
+    a, v = _flat(mu), _flat(var)
+    w, vw = lp.mu_w.astype(np.float64).T, lp.var_w.astype(np.float64).T
+    mu_z = a @ w + lp.mu_b
+    var_z = (a * a) @ vw + lp.var_b
+    if var.any():
+        var_z += v @ (w * w + vw)
+    return mu_z.reshape(n, 1, 1, -1), var_z.reshape(n, 1, 1, -1)
 
 
-def _windows(x, spec, pad_value, default_stride, default_type):
-    """[n][C][Ho][Wo][k][k] windows of x [n][C][H][W] (padding cells = pad_value)."""
+def _padded(x, spec, pad_value, default_stride, default_type):
+    """(x [n][H][W][C] padded as the layer pads it, kernel, stride, output height,
+    output width)."""
     k, s, _, before, total = shapes.window(spec, default_stride, default_type)
-    after = total - before
-    xp = np.pad(x, ((0, 0), (0, 0), (before, after), (before, after)),
-                constant_values=pad_value)
-    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
-    return win[:, :, ::s, ::s]
+    if total:
+        after = total - before
+        x = np.pad(x, ((0, 0), (before, after), (before, after), (0, 0)),
+                   constant_values=pad_value)
+    return x, k, s, (x.shape[1] - k) // s + 1, (x.shape[2] - k) // s + 1
+
+
+def _cells(xp, k, s, ho, wo):
+    """The k * k cells of every window, in scan order (row, then column): per cell
+    (i, j) the view xp[:, i + s * oh, j + s * ow, :] over the outputs, [n][Ho][Wo][C]."""
+    for i in range(k):
+        for j in range(k):
+            yield xp[:, i:i + s * (ho - 1) + 1:s, j:j + s * (wo - 1) + 1:s]
+
+
+def _im2col(xp, k, s, ho, wo):
+    """The windows of xp [n][H][W][C] as rows [n * Ho * Wo][C * k * k], a row's
+    columns in the kernel's [in][row][column] order (one copy of the data)."""
+    n, c = len(xp), xp.shape[3]
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(1, 2))[:, ::s, ::s]
+    return win.reshape(n * ho * wo, c * k * k)  # win: [n][Ho][Wo][C][k][k]
 
 
 def _conv2d(lp, mu, var):
-    spec = lp.spec
-    cols_mu = _windows(mu, spec, 0.0, 1, "SYMMETRIC")
-    cols_var = _windows(var, spec, 0.0, 1, "SYMMETRIC")
-    w, vw = lp.mu_w.astype(np.float64), lp.var_w.astype(np.float64)
-    mu_z = np.einsum("nchwij,ocij->nohw", cols_mu, w, optimize=True)
-    var_z = (np.einsum("nchwij,ocij->nohw", cols_var, w * w + vw, optimize=True)
-             + np.einsum("nchwij,ocij->nohw", cols_mu * cols_mu, vw, optimize=True))
+    """A convolution as matrix products over the windows (im2col): mu_z = A W,
+    var_z = A^2 S_w + V (W^2 + S_w), plus the bias; V's product is skipped while
+    the inputs carry no variance (the data)."""
+    n = len(mu)
+    out_c = lp.out_shape[0]
+    pm, k, s, ho, wo = _padded(mu, lp.spec, 0.0, 1, "SYMMETRIC")
+    w = lp.mu_w.astype(np.float64).reshape(out_c, -1).T  # [C * k * k][out]
+    vw = lp.var_w.astype(np.float64).reshape(out_c, -1).T
+    cols = _im2col(pm, k, s, ho, wo)
+    mu_z = cols @ w
+    np.square(cols, out=cols)
+    var_z = cols @ vw
+    if var.any():
+        pv = _padded(var, lp.spec, 0.0, 1, "SYMMETRIC")[0]
+        var_z += _im2col(pv, k, s, ho, wo) @ (w * w + vw)
     if lp.mu_b is not None:
-        mu_z = mu_z + lp.mu_b[None, :, None, None]
-        var_z = var_z + lp.var_b[None, :, None, None]
-    return mu_z, var_z
+        mu_z += lp.mu_b
+        var_z += lp.var_b
+    return mu_z.reshape(n, ho, wo, out_c), var_z.reshape(n, ho, wo, out_c)
 
 
 def _avg_pool(lp, mu, var):
-    k2 = float(lp.spec["kernelSize"]) ** 2
-    wm = _windows(mu, lp.spec, 0.0, None, None)
-    wv = _windows(var, lp.spec, 0.0, None, None)
-    return wm.sum(axis=(4, 5)) / k2, wv.sum(axis=(4, 5)) / (k2 * k2)
+    pm, k, s, ho, wo = _padded(mu, lp.spec, 0.0, None, None)
+    pv = _padded(var, lp.spec, 0.0, None, None)[0]
+    k2 = float(k * k)
+    return _window_sum(pm, k, s, ho, wo) / k2, _window_sum(pv, k, s, ho, wo) / (k2 * k2)
+
+
+def _window_sum(xp, k, s, ho, wo):
+    cells = _cells(xp, k, s, ho, wo)
+    total = next(cells).copy()
+    for cell in cells:
+        total += cell
+    return total
 
 
 def _max_pool(lp, mu, var):
-    # The first cell (in scan order) with the largest mean; padding never wins.
-    wm = _windows(mu, lp.spec, -np.inf, None, None)
-    wv = _windows(var, lp.spec, 0.0, None, None)
-    flat_m = wm.reshape(wm.shape[:4] + (-1,))
-    flat_v = wv.reshape(wv.shape[:4] + (-1,))
-    best = np.argmax(flat_m, axis=4)[..., None]
-    return (np.take_along_axis(flat_m, best, axis=4)[..., 0],
-            np.take_along_axis(flat_v, best, axis=4)[..., 0])
+    """The first cell (in scan order) with the largest mean, and its variance;
+    padding (-inf) never wins."""
+    pm, k, s, ho, wo = _padded(mu, lp.spec, -np.inf, None, None)
+    pv = _padded(var, lp.spec, 0.0, None, None)[0]
+    best_mu = best_var = None
+    for cell_mu, cell_var in zip(_cells(pm, k, s, ho, wo), _cells(pv, k, s, ho, wo)):
+        if best_mu is None:
+            best_mu, best_var = cell_mu.copy(), cell_var.copy()
+            continue
+        wins = cell_mu > best_mu
+        np.copyto(best_mu, cell_mu, where=wins)
+        np.copyto(best_var, cell_var, where=wins)
+    return best_mu, best_var
 
 
 def _normalise(lp, mu, var, mean, r):
-    """gamma * (input standardised by mean, r) + beta; per channel (docs/maths.md 12.1)."""
-    shape = (1, -1, 1, 1)
-    mg, vg = lp.mu_w.reshape(shape), lp.var_w.reshape(shape)
+    """gamma * (input standardised by mean, r) + beta; per channel (docs/maths.md 12.1):
+    mu_z = r gamma (mu - mean) + beta,
+    var_z = r^2 (var (gamma^2 + S_gamma) + S_gamma (mu - mean)^2) + S_beta."""
+    mg, vg = lp.mu_w.astype(np.float64), lp.var_w.astype(np.float64)
     centred = mu - mean
-    mu_z = r * centred * mg
-    var_z = r * r * (var * (mg * mg + vg) + vg * centred * centred)
+    mu_z = centred * (r * mg)
+    var_z = var * (r * r * (mg * mg + vg))
+    np.square(centred, out=centred)
+    centred *= r * r * vg
+    var_z += centred
     if lp.mu_b is not None:
-        mu_z = mu_z + lp.mu_b.reshape(shape)
-        var_z = var_z + lp.var_b.reshape(shape)
+        mu_z += lp.mu_b
+        var_z += lp.var_b
     return mu_z, var_z
 
 
 def _batch_norm(lp, mu, var):
     eps = float(lp.spec.get("eps", 1e-5))
-    mean = lp.state["mu_ra"].astype(np.float64).reshape(1, -1, 1, 1)
-    r = 1.0 / np.sqrt(lp.state["var_ra"].astype(np.float64).reshape(1, -1, 1, 1) + eps)
+    mean = lp.state["mu_ra"].astype(np.float64)
+    r = 1.0 / np.sqrt(lp.state["var_ra"].astype(np.float64) + eps)
     return _normalise(lp, mu, var, mean, r)
 
 
@@ -447,14 +521,14 @@ def _closed_form_softmax(lp, mu, var):
 
 def _even_exp(lp, mu, var):
     """EVEN_EXP (heads.h EvenExp; docs/maths.md 5.4): even units pass, odd ones become
-    exp(Z), log-normal. The width is even, so a unit's parity is its flat index's."""
-    shape = mu.shape
-    m = mu.reshape(len(mu), -1).copy()
-    v = var.reshape(len(var), -1).copy()
+    exp(Z), log-normal. The width is even, so a unit's parity is its flat index's
+    (in the engine's [C][H][W] order)."""
+    m, v = _flat(mu).copy(), _flat(var).copy()
     lm, lv = m[:, 1::2].copy(), v[:, 1::2].copy()  # not views: m and v are written below
     m[:, 1::2] = np.exp(lm + 0.5 * lv)
     v[:, 1::2] = np.exp(2.0 * lm + lv) * np.expm1(lv)
-    return m.reshape(shape), v.reshape(shape)
+    shape = (mu.shape[3], mu.shape[1], mu.shape[2])
+    return _maps(m, shape), _maps(v, shape)
 
 
 def mean_class_probabilities(mu):

@@ -6,6 +6,9 @@ python/tagi_ddp/_proto (the build's target python_stubs).
 
 A run whose every test was skipped exits with 77, which ctest reports as
 skipped (SKIP_RETURN_CODE), instead of pytest's 0.
+
+Marker: network, the tests that need the package index (PyPI); they skip,
+saying so, where it cannot be reached, and `-m "not network"` leaves them out.
 """
 import os
 
@@ -31,6 +34,11 @@ def src():
 @pytest.fixture
 def bindir():
     return bin_dir()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "network: needs the package index (PyPI); skips "
+                            "without it")
 
 
 def pytest_sessionfinish(session, exitstatus):

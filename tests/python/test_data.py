@@ -5,8 +5,10 @@ from_numpy writes arrays that a coordinator with 2 workers trains on (the
 model downloaded and scored in numpy); an image folder of PNGs written here
 (zlib + struct, no imaging library) trains with tagi-train and its model file
 names the classes; two workers holding different copies of the same data
-file fail their job at the start, naming both data fingerprints.
+file fail their job at the start, naming both data fingerprints. read_idx
+reads IDX files, raw or gzip, and refuses what is not one.
 """
+import gzip
 import json
 import os
 import struct
@@ -16,9 +18,8 @@ import zlib
 import numpy as np
 import pytest
 
-from cluster import Cluster
+from cluster import Cluster, write_idx
 from tagi_ddp import Client, data, load_model
-from tagi_ddp.client import jobs_pb2
 from tagi_ddp.nn import Linear, ReLU, Sequential, hsm_output_width
 
 SIDE = 10
@@ -100,7 +101,7 @@ def test_from_numpy_to_a_trained_downloaded_model(tmp_path):
         submitted = client.submit(job("py-numpy", data.numpy(path, holdout_fraction=0.2), 10,
                                       world_size=2))
         final = list(client.watch(submitted.id, timeout=120, progress=False))[-1]
-        assert final.state == jobs_pb2.SUCCEEDED, cluster.logs()
+        assert final.state == "SUCCEEDED", cluster.logs()
         model_path = os.path.join(tmp, "numpy.tagi")
         client.download(submitted.id, model_path)
     finally:
@@ -154,7 +155,7 @@ def test_two_workers_with_different_copies_fail_naming_both_fingerprints(tmp_pat
     finally:
         client.close()
         cluster.stop()
-    assert final.state == jobs_pb2.FAILED, final
+    assert final.state == "FAILED", final
     assert "data mismatch" in final.reason, final.reason
     assert fingerprints[0] in final.reason and fingerprints[1] in final.reason, final.reason
 
@@ -187,3 +188,22 @@ def test_example_jobs_on_fashion_mnist_written_as_png_and_npz(tmp_path, bindir, 
     assert results["fmnist_npz"]["data_fingerprint"] == results["idx"]["data_fingerprint"]
     assert results["fmnist_npz"]["parameter_checksum"] == results["idx"]["parameter_checksum"]
     assert load_model(os.path.join(tmp, "fmnist_folder.tagi")).class_names[9] == "9-boot"
+
+
+def test_read_idx_reads_raw_and_gzip_files_and_refuses_others(tmp_path):
+    images = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    write_idx(tmp_path / "images.idx", images.shape, images.tobytes())
+    got = data.read_idx(tmp_path / "images.idx")
+    assert got.dtype == np.uint8 and np.array_equal(got, images)
+    (tmp_path / "images.idx.gz").write_bytes(gzip.compress((tmp_path / "images.idx").read_bytes()))
+    assert np.array_equal(data.read_idx(tmp_path / "images.idx.gz"), images)
+    floats = np.array([1.5, -2.0, 3.25], dtype=">f4")
+    raw = struct.pack(">BBBBI", 0, 0, 0x0D, 1, 3) + floats.tobytes()
+    (tmp_path / "floats.idx").write_bytes(raw)
+    assert data.read_idx(tmp_path / "floats.idx").tolist() == [1.5, -2.0, 3.25]
+    (tmp_path / "short.idx").write_bytes(raw[:-1])
+    with pytest.raises(ValueError, match="holds 11 bytes of data; its dimensions \\[3\\] need 12"):
+        data.read_idx(tmp_path / "short.idx")
+    (tmp_path / "png.idx").write_bytes(png(images[0]))
+    with pytest.raises(ValueError, match="not an IDX file"):
+        data.read_idx(tmp_path / "png.idx")

@@ -89,6 +89,21 @@ def test_every_kind_predicts_in_numpy_as_tagi_train_eval(cnn):
     assert log_likelihood == pytest.approx(ref["test_log_likelihood"], abs=1e-4)
 
 
+def test_the_batch_size_of_a_forward_pass_changes_nothing(cnn):
+    """Evaluation treats every sample alone: one at a time, 7 at a time (the last batch
+    short) and all at once give the same outputs, to float64 rounding."""
+    _, model_path, (x, _) = cnn
+    model = load_model(model_path)
+    mu, var = model.forward(x)
+    assert mu.shape == var.shape == (len(x), 11) and np.all(var > 0)
+    for batch_size in (1, 7, len(x)):
+        m, v = model.forward(x, batch_size=batch_size)
+        np.testing.assert_allclose(m, mu, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(v, var, rtol=1e-12, atol=1e-12)
+    one = model.class_probabilities(x[3:4])
+    np.testing.assert_allclose(one[0], model.class_probabilities(x)[3], rtol=1e-12)
+
+
 def test_regression_predicts_in_numpy_as_tagi_train_eval(tmp_path):
     rng = np.random.default_rng(11)
     for split, n in (("train", 200), ("test", 100)):
