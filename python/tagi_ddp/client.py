@@ -185,6 +185,16 @@ class Client:
             if bar:
                 bar.finish()
 
+    def logs(self, job_id, after=0, max_lines=0):
+        """The job's log lines after seq `after` (0: from the oldest kept), as plain dicts
+        {"seq", "time_ms", "rank", "generation", "worker_id", "text"}, oldest first; at most
+        `max_lines` (0: the coordinator's most, 1,000). Ask again after the last "seq" for more."""
+        req = jobs_pb2.GetJobLogsRequest(id=job_id, after=after, max_lines=max_lines)
+        reply = self._call(self._stub.GetLogs, req)
+        return [{"seq": line.seq, "time_ms": line.time_ms, "rank": line.rank,
+                 "generation": line.generation, "worker_id": line.worker_id,
+                 "text": line.text} for line in reply.lines]
+
     def wait(self, job_id, timeout=None, poll=1.0, progress=None):
         """Watches a job until it ends; returns the final Job (see Job.wait)."""
         return Job(jobs_pb2.Job(id=job_id), self).wait(timeout=timeout, poll=poll,
@@ -372,6 +382,17 @@ class Job:
     def download(self, path=None, timeout=600.0):
         """The final model file (of a SUCCEEDED job): its bytes, also written to `path`."""
         return self._need_client().download(self.id, path, timeout=timeout)
+
+    def logs(self, after=0):
+        """Every log line of the job after seq `after`, as plain dicts (Client.logs)."""
+        client = self._need_client()
+        lines = []
+        while True:
+            page = client.logs(self.id, after=after)
+            if not page:
+                return lines
+            lines.extend(page)
+            after = page[-1]["seq"]
 
 
 def _message(job):

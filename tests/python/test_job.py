@@ -124,6 +124,19 @@ def test_a_job_waits_until_it_succeeds_and_gives_its_history(env):
     assert job.wait(timeout=0) is job  # final: no call needed
     updates = list(client.watch(job.id, timeout=10, progress=False))
     assert [u.state for u in updates] == ["SUCCEEDED"] and isinstance(updates[0], Job)
+    # The ranks' log: a start, 2 epochs and an end each (the end comes just after).
+    deadline = time.monotonic() + 20
+    while len(job.logs()) < 8 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = job.logs()
+    assert len(lines) == 8, lines
+    assert sorted(l["rank"] for l in lines) == [0] * 4 + [1] * 4
+    assert [l["seq"] for l in lines] == list(range(1, 9))
+    assert sum(l["text"] == "finished" for l in lines) == 2
+    assert any(l["text"].startswith("epoch 2: train accuracy") for l in lines)
+    assert all(l["generation"] == 1 and l["worker_id"] in job.workers for l in lines)
+    assert job.logs(after=6) == lines[6:]
+    assert client.logs(job.id, after=2, max_lines=3) == lines[2:5]
 
 
 def test_wait_times_out_naming_the_job_then_cancel_ends_it(env):
