@@ -5,9 +5,11 @@ coordinator, and read the trained models into numpy.
     from tagi_ddp.nn import Sequential, Linear, ReLU
 
 Modules: nn (the model builder), data (DataSpec helpers), client (the Jobs
-service: Client, Job, TagiError), model (model files and numpy predictions).
+service: Client, Job, TagiError), model (model files and numpy predictions),
+local (run: one job on this host through tagi-run, returning its model).
 """
 from . import data, nn  # noqa: F401
+from .local import RunError, run  # noqa: F401
 from .model import HsmTree, Model, ModelFileError, decode_model, load_model  # noqa: F401
 
 __version__ = "0.1.0"
