@@ -46,6 +46,10 @@ absl::Status DecodeBody(ByteReader& r, uint32_t version, Snapshot& s) {
     TAGI_ASSIGN_OR_RETURN(s.world, r.GetU32("world"));
     TAGI_ASSIGN_OR_RETURN(s.offset, r.GetU64("offset"));
   }
+  if (version >= 4) {
+    TAGI_ASSIGN_OR_RETURN(s.model_header,
+                          r.GetString("model header", kMaxSnapshotModelHeaderBytes));
+  }
   if (r.remaining() != 0) {
     return absl::DataLossError(
         absl::StrFormat("snapshot body has %d unexpected trailing bytes", r.remaining()));
@@ -59,6 +63,8 @@ std::string EncodeSnapshot(const Snapshot& s) {
   ABSL_RAW_CHECK(s.job_id.size() <= kMaxSnapshotJobIdBytes, "snapshot job id too long");
   ABSL_RAW_CHECK(s.architecture.size() <= kMaxSnapshotArchitectureBytes,
                  "snapshot architecture too long");
+  ABSL_RAW_CHECK(s.model_header.size() <= kMaxSnapshotModelHeaderBytes,
+                 "snapshot model header too long");
   ByteWriter body;
   body.PutString(s.job_id);
   body.PutU64(s.generation);
@@ -74,6 +80,7 @@ std::string EncodeSnapshot(const Snapshot& s) {
   body.PutF32Array(s.state);
   body.PutU32(s.world);
   body.PutU64(s.offset);
+  body.PutString(s.model_header);
 
   ByteWriter file;
   file.PutBytes(kMagic, sizeof(kMagic));

@@ -16,9 +16,14 @@
 //          statistics, in plan order)
 //          u32 world, u64 offset (version 3: the world the snapshot was
 //          taken at, and the sampler's position in the epoch, in samples)
+//          string model_header (version 4: the model file's architecture and
+//          preprocessing, worker/engine/model_file.h EncodeModelHeader, at
+//          most kMaxSnapshotModelHeaderBytes; empty when unknown), so that a
+//          stopped job's snapshot can be served as a model file
 //   u32 CRC-32 of every byte before it
 // Version 1 snapshots (no state section) still decode, with empty state;
-// versions 1 and 2 with world 0 (unknown: the fixed world of their job).
+// versions 1 and 2 with world 0 (unknown: the fixed world of their job);
+// versions 1 to 3 with an empty model header.
 // Decoding never trusts a length before checking it against the bytes
 // present and never allocates more than the input could hold. A truncated,
 // padded or altered snapshot is DataLoss; an intact snapshot (its CRC
@@ -39,7 +44,8 @@
 
 namespace tagi {
 
-inline constexpr uint32_t kSnapshotVersion = 3;
+inline constexpr uint32_t kSnapshotVersion = 4;
+inline constexpr size_t kMaxSnapshotModelHeaderBytes = size_t{8} << 20;
 inline constexpr size_t kMaxSnapshotJobIdBytes = 256;
 inline constexpr size_t kMaxSnapshotArchitectureBytes = size_t{1} << 20;
 // The largest snapshot file a reader accepts (the model file's limit).
@@ -64,9 +70,11 @@ struct Snapshot {
   // elastic job's epoch may have run under several worlds.
   uint32_t world = 0;
   uint64_t offset = 0;
+  // What a model file holds besides parameters and state (opaque here).
+  std::string model_header;
 };
 
-// REQUIRES: job_id and architecture within the limits above (CHECKed: a
+// REQUIRES: job_id, architecture and model_header within the limits above (CHECKed: a
 // snapshot that could not be decoded must never be written).
 std::string EncodeSnapshot(const Snapshot& snapshot);
 

@@ -17,7 +17,9 @@
 #include "common/checksum.h"
 #include "common/file_util.h"
 #include "common/job_spec.h"
+#include "common/snapshot.h"
 #include "common/status.h"
+#include "worker/engine/model_file.h"
 
 namespace tagi::coordinator {
 
@@ -283,13 +285,57 @@ absl::StatusOr<std::string> Coordinator::ModelFile(const std::string& id) {
     if (!r.ok()) return r.status();
     if (!(*r)->model_ready || (*r)->job.state() != tagi::v1::SUCCEEDED ||
         !FinalSavedLocked(**r)) {
+      const tagi::v1::Job view = ViewLocked(**r);
       return absl::FailedPreconditionError(absl::StrFormat(
-          "job %s has no model: it is %s", id, JobStateName(ViewLocked(**r).state())));
+          "job %s has no model: it is %s%s", id, JobStateName(view.state()),
+          view.snapshot_step() > 0
+              ? absl::StrFormat("; its newest snapshot (step %d) can be downloaded as one "
+                                "(tagictl download --snapshot; REST ?snapshot=true)",
+                                view.snapshot_step())
+              : ""));
     }
     if ((*r)->model_path.empty()) return *(*r)->model_data;
     path = (*r)->model_path;
   }
   return ReadFile(path, options_.max_model_bytes);
+}
+
+absl::StatusOr<std::string> Coordinator::SnapshotModelFile(const std::string& id) {
+  std::shared_ptr<const std::string> received;
+  {
+    Lock lock(this);
+    auto r = FindJob(id);
+    if (!r.ok()) return r.status();
+    received = (*r)->newest;
+  }
+  // Decoded outside the lock: a snapshot is as large as the model.
+  absl::StatusOr<Snapshot> snapshot = absl::NotFoundError("none");
+  if (received != nullptr) {
+    snapshot = DecodeSnapshot(*received);
+  } else if (!options_.state_dir.empty()) {
+    absl::StatusOr<LatestSnapshot> latest = snapshots_->Latest(id);
+    if (latest.ok()) snapshot = std::move(latest->snapshot);
+  }
+  if (!snapshot.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %s has no stored snapshot%s", id,
+        options_.state_dir.empty()
+            ? " (this coordinator has no --state-dir: it keeps snapshots only while a job runs)"
+            : ""));
+  }
+  if (snapshot->model_header.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %s's newest snapshot (step %d) does not record its model's form (a worker of an "
+        "earlier version took it): it can resume the job but not be served as a model file",
+        id, snapshot->global_step));
+  }
+  absl::StatusOr<std::string> file =
+      engine::ModelFileFromHeader(snapshot->model_header, snapshot->parameters, snapshot->state);
+  if (!file.ok()) {
+    return absl::DataLossError(absl::StrFormat("job %s's newest snapshot (step %d): %s", id,
+                                               snapshot->global_step, file.status().message()));
+  }
+  return file;
 }
 
 absl::StatusOr<tagi::v1::JobLogs> Coordinator::Logs(const std::string& id, uint64_t after,

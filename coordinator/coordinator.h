@@ -182,6 +182,12 @@ class Coordinator {
                                               absl::Duration timeout);
   // The final model file; FailedPrecondition until the job SUCCEEDED.
   absl::StatusOr<std::string> ModelFile(const std::string& id);
+  // The job's newest stored snapshot as a model file (a CANCELLED or FAILED
+  // job's, or a running one's): with a state dir the newest on disk or
+  // received, without one the newest received while the job runs.
+  // FailedPrecondition when there is none, or it was taken by a worker
+  // that did not record its model's form (snapshot format < 4).
+  absl::StatusOr<std::string> SnapshotModelFile(const std::string& id);
   // The job's log lines after seq `after` (job_log.h), with its state.
   absl::StatusOr<tagi::v1::JobLogs> Logs(const std::string& id, uint64_t after,
                                          size_t max_lines);

@@ -235,7 +235,7 @@ const std::vector<RestGateway::RouteDef>& RestGateway::Table() {
       {"GET", "/v1/jobs", &RestGateway::ListJobs, false},
       {"GET", "/v1/jobs/{id}", &RestGateway::GetJob, false},
       {"POST", "/v1/jobs/{id}:cancel", &RestGateway::CancelJob, true},
-      {"GET", "/v1/jobs/{id}/model", &RestGateway::GetModel, false},
+      {"GET", "/v1/jobs/{id}/model", &RestGateway::GetModel, false, {"snapshot"}},
       {"GET", "/v1/jobs/{id}/logs", &RestGateway::GetLogs, false, {"after", "maxLines"}},
       {"GET", "/v1/workers", &RestGateway::ListWorkers, false},
       {"GET", "/healthz", &RestGateway::Healthz, false},
@@ -362,8 +362,17 @@ void RestGateway::CancelJob(const HttpRequest& req, const std::string& id, HttpR
   Reply(res, c_.Cancel(id));
 }
 
-void RestGateway::GetModel(const HttpRequest&, const std::string& id, HttpResponse& res) {
-  auto bytes = c_.ModelFile(id);
+void RestGateway::GetModel(const HttpRequest& req, const std::string& id, HttpResponse& res) {
+  bool snapshot = false;
+  for (const auto& [key, value] : req.query) {
+    if (key != "snapshot") continue;
+    if (value != "true" && value != "false") {
+      return SendError(res, absl::InvalidArgumentError(absl::StrFormat(
+                                "query parameter snapshot=\"%s\": expected true or false", value)));
+    }
+    snapshot = value == "true";
+  }
+  auto bytes = snapshot ? c_.SnapshotModelFile(id) : c_.ModelFile(id);
   if (!bytes.ok()) return SendError(res, bytes.status());
   res.SetHeader("Content-Disposition",
                 absl::StrCat("attachment; filename=\"", DownloadName(id), "\""));

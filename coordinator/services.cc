@@ -223,7 +223,7 @@ grpc::Status JobsService::DownloadModel(grpc::ServerContext* ctx,
                                         grpc::ServerWriter<tagi::v1::ModelChunk>* writer) {
   TAGI_CHECK_PROTOCOL(ctx, "Jobs.DownloadModel");
   TAGI_ADMIT_STREAM(streams_, Acquire, ctx->peer());
-  auto bytes = c_.ModelFile(req->id());
+  auto bytes = req->from_snapshot() ? c_.SnapshotModelFile(req->id()) : c_.ModelFile(req->id());
   if (!bytes.ok()) return ToGrpcStatus(bytes.status());
   return WriteChunks(writer, *bytes);
 }

@@ -82,10 +82,12 @@ absl::StatusOr<tagi::v1::Job> JobsClient::Watch(
 }
 
 absl::StatusOr<std::string> JobsClient::DownloadModel(const std::string& id,
-                                                      absl::Duration timeout) {
+                                                      absl::Duration timeout,
+                                                      bool from_snapshot) {
   auto ctx = MakeClientContext(timeout);
   tagi::v1::DownloadModelRequest req;
   req.set_id(id);
+  req.set_from_snapshot(from_snapshot);
   auto reader = stub_->DownloadModel(ctx.get(), req);
   std::string bytes;
   tagi::v1::ModelChunk chunk;

@@ -34,8 +34,10 @@ class JobsClient {
   // The job's log lines after seq `after` (0: from the oldest kept).
   absl::StatusOr<tagi::v1::JobLogs> GetLogs(const std::string& id, uint64_t after,
                                             uint32_t max_lines = 0);
-  // The final model file's bytes.
-  absl::StatusOr<std::string> DownloadModel(const std::string& id, absl::Duration timeout);
+  // The final model file's bytes; `from_snapshot`: the job's newest stored
+  // snapshot as a model file instead.
+  absl::StatusOr<std::string> DownloadModel(const std::string& id, absl::Duration timeout,
+                                            bool from_snapshot = false);
 
  private:
   const absl::Duration rpc_timeout_;

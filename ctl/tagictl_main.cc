@@ -6,7 +6,7 @@
 //   tagictl --coord HOST:PORT watch ID
 //   tagictl --coord HOST:PORT logs ID [--follow]
 //   tagictl --coord HOST:PORT cancel ID
-//   tagictl --coord HOST:PORT download ID -o FILE
+//   tagictl --coord HOST:PORT download ID -o FILE [--snapshot]
 // Security: --token-file F (API token), --tls-ca F [--tls-cert F --tls-key F].
 #include <google/protobuf/util/json_util.h>
 
@@ -36,6 +36,9 @@ ABSL_FLAG(bool, json, false, "status, validate: print JSON.");
 ABSL_FLAG(bool, follow, false, "logs: keep printing new lines until the job ends.");
 ABSL_FLAG(uint64_t, after, 0, "logs: only the lines after this seq.");
 ABSL_FLAG(std::string, o, "", "download: the file to write.");
+ABSL_FLAG(bool, snapshot, false,
+          "download: the job's newest stored snapshot as a model file (what a CANCELLED or "
+          "FAILED job got to) instead of its final model.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(10), "Deadline of each plain request.");
 ABSL_FLAG(std::string, token_file, "",
           "File holding an API token (the coordinator's --api-tokens-file), sent as "
@@ -62,7 +65,7 @@ constexpr char kUsage[] =
     "  tagictl --coord HOST:PORT watch ID [--reconnect-for 60s]\n"
     "  tagictl --coord HOST:PORT logs ID [--follow] [--after SEQ]\n"
     "  tagictl --coord HOST:PORT cancel ID\n"
-    "  tagictl --coord HOST:PORT download ID -o FILE\n"
+    "  tagictl --coord HOST:PORT download ID -o FILE [--snapshot]\n"
     "  tagictl validate JOB.json [--json]   (checks a job file here, as submit would)\n"
     "Security: --token-file F sends an API token; --tls-ca F talks TLS (--tls-cert F --tls-key F\n"
     "for mutual TLS).\n"
@@ -162,7 +165,7 @@ int Logs(JobsClient& client, const std::string& id) {
 int Download(JobsClient& client, const std::string& id) {
   const std::string out = absl::GetFlag(FLAGS_o);
   if (out.empty()) return Usage("download needs -o FILE");
-  auto bytes = client.DownloadModel(id, absl::Minutes(10));
+  auto bytes = client.DownloadModel(id, absl::Minutes(10), absl::GetFlag(FLAGS_snapshot));
   if (!bytes.ok()) return Fail(bytes.status());
   if (auto st = WriteFileAtomic(out, *bytes); !st.ok()) return Fail(st);
   std::printf("%s: %zu bytes\n", out.c_str(), bytes->size());

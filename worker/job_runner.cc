@@ -111,6 +111,9 @@ void FillEpoch(const EpochMetrics& m, tagi::v1::EpochMetrics* out) {
   out->set_test_mean_std(m.test.mean_std);
 }
 
+// An epoch's line in the job log; at most one this often (and the last).
+constexpr absl::Duration kEpochLineEvery = absl::Seconds(1);
+
 // An epoch's line in the job log.
 std::string EpochLine(const EpochMetrics& m, bool classification) {
   const std::string metric =
@@ -167,9 +170,11 @@ Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, const 
   return s;
 }
 
+// `model_header`: EncodeModelHeader of the model and its preprocessing.
 absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model,
-                                      const Cursor& at) {
+                                      const Cursor& at, const std::string& model_header) {
   Snapshot s = SnapshotHeader(a, model, at);
+  s.model_header = model_header;
   s.parameters.resize(2 * model.num_parameters());  // the arena [mu N][var N]
   TAGI_RETURN_IF_ERROR(model.ReadParameters(s.parameters));
   s.state.resize(model.num_state());  // e.g. running statistics
@@ -180,8 +185,8 @@ absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model
 // Rank 0 offers a snapshot; one that cannot be read from the device is
 // skipped with a log line (the next step would fail on that device anyway).
 void OfferSnapshot(SnapshotUploader& uploader, const Assignment& a, engine::Engine& model,
-                   const Cursor& at, AttemptControl& control) {
-  absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, at);
+                   const Cursor& at, const std::string& model_header, AttemptControl& control) {
+  absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, at, model_header);
   if (!s.ok()) {
     control.Log(absl::StrFormat("snapshot at epoch %d step %d skipped: %s",
                                 static_cast<int>(at.epoch), static_cast<int>(at.step),
@@ -321,11 +326,13 @@ class AttemptRun {
   CoordinatorStore store_;
   absl::Time assigned_at_;
   absl::Time last_publish_ = absl::InfinitePast();
+  absl::Time last_epoch_line_ = absl::InfinitePast();
   std::shared_ptr<const data::LoadedData> data_;
   int device_ = -1;
   std::unique_ptr<engine::Engine> model_;
   std::unique_ptr<Collective> collective_;
   std::optional<SnapshotUploader> snapshots_;  // rank 0's
+  std::string model_header_;  // what its snapshots carry to be served as a model file
 };
 
 absl::Status AttemptRun::Run(bool* in_group) {
@@ -360,7 +367,10 @@ absl::Status AttemptRun::Run(bool* in_group) {
   *in_group = true;
   progress_.set_group_seconds(absl::ToDoubleSeconds(clock_.Now() - group_start));
 
-  if (a_.rank() == 0) snapshots_.emplace(client_, options_.worker_id, a_, clock_);
+  if (a_.rank() == 0) {
+    snapshots_.emplace(client_, options_.worker_id, a_, clock_);
+    model_header_ = engine::EncodeModelHeader(model_->architecture(), trainer.preprocessing());
+  }
   control_.Log(absl::StrFormat(
       "rank %d of %d on worker %s: %s; data %.1fs, model %.1fs, group %.1fs",
       a_.rank(), a_.world_size(), options_.worker_id,
@@ -430,7 +440,11 @@ absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
     TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first_offset, on_step));
     global += m.steps;
     FillEpoch(m, progress_.add_epochs());
-    control_.Log(EpochLine(m, spec_.head().has_classification()));
+    // Short epochs would flood the log: a line a second at most, and the last.
+    if (e + 1 == spec_.epochs() || clock_.Now() - last_epoch_line_ >= kEpochLineEvery) {
+      control_.Log(EpochLine(m, spec_.head().has_classification()));
+      last_epoch_line_ = clock_.Now();
+    }
     if (progress_.epochs_size() > kMaxEpochHistory) {
       progress_.mutable_epochs()->DeleteSubrange(0, progress_.epochs_size() - kMaxEpochHistory);
     }
@@ -439,7 +453,7 @@ absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
     // only once it holds the metrics of the epochs before it.
     control_.SetProgressNow(progress_);
     if (snapshots_.has_value()) {
-      OfferSnapshot(*snapshots_, a_, *model_, {e + 1, 0, 0, global}, control_);
+      OfferSnapshot(*snapshots_, a_, *model_, {e + 1, 0, 0, global}, model_header_, control_);
       HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
     }
     control_.SetProgress(progress_);
@@ -483,7 +497,7 @@ void AttemptRun::OnStep(const Trainer& trainer, const Cursor& at, size_t done, s
     last_publish_ = now;
   }
   if (snapshot) {
-    OfferSnapshot(*snapshots_, a_, *model_, at, control_);
+    OfferSnapshot(*snapshots_, a_, *model_, at, model_header_, control_);
     HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
   }
   if (options_.metrics != nullptr) {

@@ -200,13 +200,16 @@ class Client:
         return Job(jobs_pb2.Job(id=job_id), self).wait(timeout=timeout, poll=poll,
                                                        progress=progress)
 
-    def download(self, job_id, path=None, timeout=600.0):
-        """The final model file of a SUCCEEDED job: its bytes, also written to `path` if given."""
+    def download(self, job_id, path=None, timeout=600.0, snapshot=False):
+        """The final model file of a SUCCEEDED job: its bytes, also written to `path` if given.
+        snapshot=True: the job's newest stored snapshot as a model file instead (what a
+        CANCELLED or FAILED job got to; resubmit from it with init_from)."""
         parts = []
         size = 0
         total = None
         try:
-            for chunk in self._stub.DownloadModel(jobs_pb2.DownloadModelRequest(id=job_id),
+            req = jobs_pb2.DownloadModelRequest(id=job_id, from_snapshot=bool(snapshot))
+            for chunk in self._stub.DownloadModel(req,
                                                   timeout=timeout, metadata=self._metadata):
                 if chunk.offset != size:
                     raise TagiError(grpc.StatusCode.DATA_LOSS,
@@ -379,9 +382,10 @@ class Job:
         self.proto = self._need_client().cancel(self.id).proto
         return self
 
-    def download(self, path=None, timeout=600.0):
-        """The final model file (of a SUCCEEDED job): its bytes, also written to `path`."""
-        return self._need_client().download(self.id, path, timeout=timeout)
+    def download(self, path=None, timeout=600.0, snapshot=False):
+        """The final model file (of a SUCCEEDED job): its bytes, also written to `path`;
+        snapshot=True: its newest stored snapshot as a model file (Client.download)."""
+        return self._need_client().download(self.id, path, timeout=timeout, snapshot=snapshot)
 
     def logs(self, after=0):
         """Every log line of the job after seq `after`, as plain dicts (Client.logs)."""

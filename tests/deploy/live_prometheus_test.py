@@ -58,10 +58,11 @@ class Processes:
         self.procs.append((name, p))
         return p
 
-    def log(self, name):
+    def log(self, name, tail=3000):
         try:
             with open(os.path.join(self.tmp, name + ".log"), "rb") as f:
-                return f.read().decode(errors="replace")[-3000:]
+                text = f.read().decode(errors="replace")
+                return text[-tail:] if tail else text
         except OSError:
             return ""
 
@@ -212,7 +213,7 @@ def kill_a_rank_and_wait_for_recovery(bindir, grpc, procs):
         job_status(bindir, grpc)), 30, procs)
     victim = job["workers"][1]
     for name, p in procs.procs:
-        if name.startswith("worker") and f" as {victim}\n" in procs.log(name):
+        if name.startswith("worker") and f" as {victim}\n" in procs.log(name, tail=None):
             procs.killed.add(name)
             p.kill()
             p.wait()

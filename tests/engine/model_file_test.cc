@@ -137,6 +137,39 @@ TEST(ModelFile, RoundTripIsBitExact) {
   EXPECT_TRUE(BitIdentical(file->parameters, params));
 }
 
+// A snapshot's model header plus its parameters is the model file itself.
+TEST(ModelFile, AHeaderAndParametersMakeTheSameFile) {
+  const Architecture arch = LeakyRegression();
+  const std::vector<float> params = AwkwardParameters(arch.num_parameters());
+  const std::string header = EncodeModelHeader(arch, SomePreprocessing());
+  auto file = ModelFileFromHeader(header, params, {});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*file, EncodeModelFile(arch, SomePreprocessing(), params));
+  Preprocessing named;
+  named.class_names = {"zero", "one", "two"};
+  const Architecture hsm = HsmArchitecture();
+  const std::vector<float> hp = AwkwardParameters(hsm.num_parameters());
+  ASSERT_EQ(hsm.head.num_classes, 3u);
+  file = ModelFileFromHeader(EncodeModelHeader(hsm, named), hp, {});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*file, EncodeModelFile(hsm, named, hp));
+
+  // Parameters that do not fit, a cut or altered header: DataLoss.
+  EXPECT_TRUE(absl::IsDataLoss(
+      ModelFileFromHeader(header, std::vector<float>(params.size() - 2), {}).status()));
+  const std::vector<float> one_state = {1.0f};
+  EXPECT_TRUE(absl::IsDataLoss(ModelFileFromHeader(header, params, one_state).status()));
+  for (size_t len = 0; len < header.size(); ++len) {
+    EXPECT_TRUE(absl::IsDataLoss(
+        ModelFileFromHeader(std::span<const char>(header.data(), len), params, {}).status()))
+        << len;
+  }
+  EXPECT_TRUE(absl::IsDataLoss(ModelFileFromHeader(header + "x", params, {}).status()));
+  std::string other = header;
+  other[3] = 'X';
+  EXPECT_TRUE(absl::IsDataLoss(ModelFileFromHeader(other, params, {}).status()));
+}
+
 TEST(ModelFile, RoundTripsAClassifierWithoutPreprocessing) {
   const Architecture arch = HsmArchitecture();
   const std::vector<float> params = AwkwardParameters(arch.num_parameters());

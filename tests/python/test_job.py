@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from cluster import Cluster, make_idx_data
-from tagi_ddp import Client, Job, TagiError, data
+from tagi_ddp import Client, Job, TagiError, data, decode_model
 from tagi_ddp._stubs import jobs_pb2
 from tagi_ddp.client import FINAL_STATES, STATES, history, state_name
 from tagi_ddp.nn import Linear, ReLU, Sequential
@@ -151,12 +151,23 @@ def test_wait_times_out_naming_the_job_then_cancel_ends_it(env):
     assert job.state in ("PENDING", "RUNNING")  # it goes on
     assert job.refresh() is job and job.state == "RUNNING"
     assert job.progress["global_step"] > 0
+    # While it runs, its newest snapshot (an epoch's end) is a model file.
+    deadline = time.monotonic() + 20
+    while job.refresh().snapshot_step == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    partial = decode_model(job.download(snapshot=True))
+    assert partial.mu.size > 0 and partial.var.size == partial.mu.size
     assert job.cancel() is job and job.state in ("RUNNING", "CANCELLED")
     assert job.wait(timeout=30, progress=False).state == "CANCELLED"
     assert job.reason
     with pytest.raises(TagiError) as e:
         job.download()
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    # Without --state-dir the coordinator kept its snapshots only while it ran.
+    with pytest.raises(TagiError) as e:
+        job.download(snapshot=True)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "no --state-dir" in e.value.message
 
 
 def test_waiting_for_an_unknown_job_raises_not_found(env):

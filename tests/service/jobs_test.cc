@@ -164,6 +164,52 @@ TEST_F(ServiceJobs, CancelStopsTheJobOnEveryWorker) {
   }
 }
 
+// What a cancelled job got to is not lost: its newest snapshot comes back
+// as a model file (tagictl download --snapshot), which evaluates and which
+// a new job starts from (initFrom).
+TEST_F(ServiceJobs, ACancelledJobsNewestSnapshotIsAModelToStartAgainFrom) {
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(2, {"--state-dir", dir_.File("state")}));
+  StartWorker({"--data-root", dir_.path()});
+  ASSERT_TRUE(WaitForWorkers(1, "IDLE", absl::Seconds(20)));
+  // Two ranks, one worker: it waits, with no snapshot.
+  const std::string queued = Submit(WriteJob("queued", ToyJobJson({.name = "queued", .world = 2})));
+  const ProcessResult none = Ctl({"download", queued, "--snapshot", "-o", dir_.File("x.tagi")});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.err, HasSubstr("has no stored snapshot"));
+  ASSERT_EQ(Ctl({"cancel", queued}).exit_code, 0);
+
+  const std::string file = WriteJob(
+      "long", absl::StrReplaceAll(ToyJobJson({.name = "long", .epochs = 100000, .train_size = 2000}),
+                                  {{"\"batchSize\"", "\"snapshotInterval\": 5, \"batchSize\""}}));
+  const std::string id = Submit(file);
+  const auto snapshotted = WaitForJob(
+      id, [](const Job& j) { return Terminal(j) || j.snapshot_step() > 0; }, absl::Seconds(60));
+  ASSERT_TRUE(snapshotted.has_value());
+  ASSERT_GT(snapshotted->snapshot_step(), 0u) << snapshotted->reason();
+  ASSERT_EQ(Ctl({"cancel", id}).exit_code, 0);
+  const auto ended = WaitForJob(id, Terminal, absl::Seconds(10));
+  ASSERT_TRUE(ended.has_value());
+  ASSERT_EQ(ended->state(), tagi::v1::CANCELLED);
+
+  const ProcessResult plain = Ctl({"download", id, "-o", dir_.File("plain.tagi")});
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_THAT(plain.err, HasSubstr("can be downloaded as one (tagictl download --snapshot"));
+  const std::string model = dir_.File("from-snapshot.tagi");
+  const ProcessResult got = Ctl({"download", id, "--snapshot", "-o", model});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  const ProcessResult eval =
+      RunProcess({BinPath("tagi-train"), "--eval", model, file}, absl::Seconds(60));
+  EXPECT_EQ(eval.exit_code, 0) << eval.err;
+
+  // A new job starts from it.
+  const ProcessResult again =
+      Ctl({"submit", WriteJob("again", ToyJobJson({.name = "again", .epochs = 1})), "--set",
+           "initFrom=" + model, "--watch"},
+          absl::Seconds(90));
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("SUCCEEDED"));
+}
+
 // A job cancelled while it starts: one rank (w2) is in the ring bootstrap,
 // waiting in the coordinator's store for the key of its peer (w1, stopped
 // with SIGSTOP before the job was placed, so it cannot have published it).

@@ -27,6 +27,7 @@ Snapshot SampleSnapshot(size_t n = 6) {
   s.architecture = std::string("fnn:784-100-11\0binary", 21);
   s.world = 3;
   s.offset = 17 * 3 * 32;
+  s.model_header = std::string("TAGIMHDR\0header", 15);
   return s;
 }
 
@@ -47,6 +48,7 @@ void ExpectBitIdentical(const Snapshot& a, const Snapshot& b) {
   EXPECT_EQ(a.architecture, b.architecture);
   EXPECT_EQ(a.world, b.world);
   EXPECT_EQ(a.offset, b.offset);
+  EXPECT_EQ(a.model_header, b.model_header);
 }
 
 // Replaces the CRC trailer with the checksum of the (edited) bytes before it.
@@ -173,11 +175,27 @@ TEST(SnapshotCodec, SealedFramingRoundTripsThroughFrame) {
   w.PutU64(0);  // state count
   w.PutU32(2);  // world
   w.PutU64(64);  // offset
-  auto decoded = DecodeSnapshot(Frame(w.data()));
+  auto decoded = DecodeSnapshot(Frame(w.data(), 3));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->architecture, "arch");
   EXPECT_EQ(decoded->world, 2u);
   EXPECT_EQ(decoded->offset, 64u);
+  EXPECT_EQ(decoded->model_header, "");  // version 3: none
+  // Version 4 adds the model header; the version 3 body lacks it.
+  EXPECT_EQ(DecodeSnapshot(Frame(w.data())).status().code(), absl::StatusCode::kDataLoss);
+  w.PutString("header");
+  decoded = DecodeSnapshot(Frame(w.data()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->model_header, "header");
+  // A model header longer than its limit is refused without reading it.
+  ByteWriter big = FixedFields("j");
+  big.PutU64(0);
+  big.PutString("arch");
+  big.PutU64(0);
+  big.PutU32(1);
+  big.PutU64(0);
+  big.PutU32(static_cast<uint32_t>(kMaxSnapshotModelHeaderBytes + 1));
+  EXPECT_EQ(DecodeSnapshot(Frame(big.data())).status().code(), absl::StatusCode::kDataLoss);
 }
 
 // A version 2 snapshot (written before elastic jobs) has no world and

@@ -206,6 +206,66 @@ std::string EncodeModelFile(const Architecture& arch, const Preprocessing& prep,
   return file.Release();
 }
 
+namespace {
+
+constexpr char kHeaderMagic[8] = {'T', 'A', 'G', 'I', 'M', 'H', 'D', 'R'};
+
+}  // namespace
+
+std::string EncodeModelHeader(const Architecture& arch, const Preprocessing& prep) {
+  ByteWriter w;
+  w.PutBytes(kHeaderMagic, sizeof(kHeaderMagic));
+  w.PutString(spec::ArchitectureToProto(arch).SerializeAsString());
+  PutVector(w, prep.input_mean);
+  PutVector(w, prep.input_std);
+  PutVector(w, prep.target_mean);
+  PutVector(w, prep.target_std);
+  w.PutU32(static_cast<uint32_t>(prep.class_names.size()));
+  for (const std::string& name : prep.class_names) w.PutString(name);
+  return w.Release();
+}
+
+absl::StatusOr<std::string> ModelFileFromHeader(std::span<const char> header,
+                                                std::span<const float> parameters,
+                                                std::span<const float> state) {
+  if (header.size() < sizeof(kHeaderMagic) ||
+      std::memcmp(header.data(), kHeaderMagic, sizeof(kHeaderMagic)) != 0) {
+    return absl::DataLossError("not a model header (bad magic or too short)");
+  }
+  ByteReader r(header.subspan(sizeof(kHeaderMagic)));
+  ModelFile file;
+  TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitectureV2(r));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_mean, GetVector(r, "input mean"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_std, GetVector(r, "input std"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_std, GetVector(r, "target std"));
+  TAGI_RETURN_IF_ERROR(CheckPreprocessing(file.preprocessing, file.architecture));
+  TAGI_ASSIGN_OR_RETURN(const uint32_t names, r.GetU32("class name count"));
+  const auto& head = file.architecture.head;
+  if (names > 0 && (head.kind != HeadKind::kClassification || names != head.num_classes)) {
+    return absl::DataLossError(absl::StrFormat(
+        "model header holds %d class names for a head of %d classes", names,
+        head.kind == HeadKind::kClassification ? head.num_classes : 0));
+  }
+  for (uint32_t i = 0; i < names; ++i) {
+    TAGI_ASSIGN_OR_RETURN(std::string name, r.GetString("class name", kMaxClassNameBytes));
+    if (name.empty()) return absl::DataLossError("model header holds an empty class name");
+    file.preprocessing.class_names.push_back(std::move(name));
+  }
+  if (r.remaining() != 0) {
+    return absl::DataLossError(
+        absl::StrFormat("model header has %d bytes after its class names", r.remaining()));
+  }
+  const Architecture& arch = file.architecture;
+  if (parameters.size() != 2 * arch.num_parameters() || state.size() != arch.num_state()) {
+    return absl::DataLossError(absl::StrFormat(
+        "%d parameters and %d state values do not fit the architecture %s (%d and %d)",
+        parameters.size(), state.size(), arch.ToString(), 2 * arch.num_parameters(),
+        arch.num_state()));
+  }
+  return EncodeModelFile(arch, file.preprocessing, parameters, state);
+}
+
 absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes) {
   if (bytes.size() < kHeaderBytes + kTrailerBytes ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {

@@ -70,6 +70,18 @@ std::string EncodeModelFile(const Architecture& arch, const Preprocessing& prep,
                             std::span<const float> state = {});
 absl::StatusOr<ModelFile> DecodeModelFile(std::span<const char> bytes);
 
+// What a model file holds besides its parameters and state (magic
+// "TAGIMHDR", the architecture, the preprocessing, the class names), as
+// rank 0 puts it in its snapshots (common/snapshot.h model_header), so that
+// the coordinator can serve a stopped job's newest snapshot as a model file.
+// REQUIRES: arch is valid.
+std::string EncodeModelHeader(const Architecture& arch, const Preprocessing& prep);
+// The model file of `header` with these parameters and state: DataLoss when
+// the header does not decode or they do not fit its architecture.
+absl::StatusOr<std::string> ModelFileFromHeader(std::span<const char> header,
+                                                std::span<const float> parameters,
+                                                std::span<const float> state);
+
 absl::Status SaveModelFile(const std::string& path, const Architecture& arch,
                            const Preprocessing& prep, std::span<const float> parameters,
                            std::span<const float> state = {});
