@@ -1,5 +1,6 @@
 // Fuzzes model file decoding (DecodeModelFile): the bytes tagi-train --eval,
-// the coordinator's model store and its REST download hand to the decoder.
+// the coordinator's model store and its REST download hand to the decoder;
+// and the model header of a snapshot (ModelFileFromHeader).
 //
 // Each input is decoded twice: as it is (magic, version, body length and
 // CRC checks), and "resealed", with the body length and CRC-32 rewritten to
@@ -71,6 +72,12 @@ void Check(std::span<const char> bytes) {
   ApplyStatistics(*file);
   const std::string again =
       tagi::engine::EncodeModelFile(arch, file->preprocessing, file->parameters, file->state);
+  // A snapshot's model header of it, with its parameters, is the same file.
+  const std::string header = tagi::engine::EncodeModelHeader(arch, file->preprocessing);
+  auto from_header = tagi::engine::ModelFileFromHeader(header, file->parameters, file->state);
+  FUZZ_CHECK(from_header.ok() && *from_header == again,
+             "the model header does not give the file: %s",
+             from_header.status().ToString().c_str());
   // The current version re-encodes to the same bytes; an older one (read
   // for compatibility, written no more) to a file that decodes alike.
   if (FormatVersion(bytes) != 1) {
@@ -96,5 +103,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const char> raw(reinterpret_cast<const char*>(data), size);
   Check(raw);
   if (auto sealed = tagi::fuzz::Reseal(raw)) Check(*sealed);
+  // The same bytes as a snapshot's model header (what a worker sent): no
+  // parameters fit any architecture, so it is refused, as DataLoss.
+  const auto header = tagi::engine::ModelFileFromHeader(raw, {}, {});
+  FUZZ_CHECK(!header.ok() && header.status().code() == absl::StatusCode::kDataLoss,
+             "a model header was %s", header.status().ToString().c_str());
   return 0;
 }
