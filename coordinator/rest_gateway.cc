@@ -20,6 +20,7 @@
 #include "common/job_spec.h"
 #include "common/json_depth.h"
 #include "common/json_string.h"
+#include "coordinator/web_ui.h"
 
 namespace tagi::coordinator {
 
@@ -220,8 +221,12 @@ RestGateway::RestGateway(Coordinator& coordinator, std::function<std::string()> 
           },
           clock) {
   for (const RouteDef& def : Table()) {
-    if (options_.probes_only && absl::StartsWith(def.path, "/v1/")) continue;
-    const std::string pattern = absl::StrReplaceAll(def.path, {{"{id}", "([^/:]+)"}});
+    if (options_.probes_only &&
+        (absl::StartsWith(def.path, "/v1/") || absl::StartsWith(def.path, "/ui"))) {
+      continue;
+    }
+    const std::string pattern =
+        absl::StrReplaceAll(def.path, {{".", "\\."}, {"{id}", "([^/:]+)"}});
     routes_.push_back(
         Route{def.method, std::regex(pattern), def.handler, def.takes_body, def.query});
   }
@@ -238,6 +243,9 @@ const std::vector<RestGateway::RouteDef>& RestGateway::Table() {
       {"GET", "/v1/jobs/{id}/model", &RestGateway::GetModel, false, {"snapshot"}},
       {"GET", "/v1/jobs/{id}/logs", &RestGateway::GetLogs, false, {"after", "maxLines"}},
       {"GET", "/v1/workers", &RestGateway::ListWorkers, false},
+      {"GET", "/ui", &RestGateway::GetUiPage, false},
+      {"GET", "/ui/app.js", &RestGateway::GetUiScript, false},
+      {"GET", "/ui/app.css", &RestGateway::GetUiStyle, false},
       {"GET", "/healthz", &RestGateway::Healthz, false},
       {"GET", "/readyz", &RestGateway::Readyz, false},
       {"GET", "/metrics", &RestGateway::Metrics, false},
@@ -386,6 +394,32 @@ void RestGateway::GetLogs(const HttpRequest& req, const std::string& id, HttpRes
   auto most = QueryNumber(req, "maxLines", 0, std::numeric_limits<uint32_t>::max());
   if (!most.ok()) return SendError(res, most.status());
   Reply(res, c_.Logs(id, *after, static_cast<size_t>(*most)));
+}
+
+namespace {
+
+// A file of the web UI: no data, the same for everyone, no token needed
+// (what it shows comes from /v1/, which has the API's authentication).
+void SendUiFile(HttpResponse& res, std::string_view body, const char* type) {
+  res.SetHeader("Content-Security-Policy", kWebUiPolicy);
+  res.SetHeader("X-Content-Type-Options", "nosniff");
+  res.SetHeader("Referrer-Policy", "no-referrer");
+  res.SetHeader("Cache-Control", "no-cache");
+  res.SetContent(std::string(body), type);
+}
+
+}  // namespace
+
+void RestGateway::GetUiPage(const HttpRequest&, const std::string&, HttpResponse& res) {
+  SendUiFile(res, WebUiPage(), "text/html; charset=utf-8");
+}
+
+void RestGateway::GetUiScript(const HttpRequest&, const std::string&, HttpResponse& res) {
+  SendUiFile(res, WebUiScript(), "text/javascript; charset=utf-8");
+}
+
+void RestGateway::GetUiStyle(const HttpRequest&, const std::string&, HttpResponse& res) {
+  SendUiFile(res, WebUiStyle(), "text/css; charset=utf-8");
 }
 
 void RestGateway::ListWorkers(const HttpRequest&, const std::string&, HttpResponse& res) {

@@ -151,6 +151,10 @@ class RestGateway {
   void CancelJob(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void GetModel(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void GetLogs(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  // The web UI's files (web_ui.h).
+  void GetUiPage(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void GetUiScript(const HttpRequest& req, const std::string& id, HttpResponse& res);
+  void GetUiStyle(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void ListWorkers(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void Healthz(const HttpRequest& req, const std::string& id, HttpResponse& res);
   void Readyz(const HttpRequest& req, const std::string& id, HttpResponse& res);

@@ -27,6 +27,8 @@ PACKAGES=(
   faketime
   # the manual as a static site: make docs, the ctest docs.site (tools/build_docs.sh)
   mkdocs
+  # headless browser for the web UI's test (tests/rest/web_ui_test.cc)
+  chromium
 )
 
 missing=()
