@@ -18,10 +18,12 @@ WORKDIR /src
 # Only the sources the two programs need: build folders and data stay out.
 COPY CMakeLists.txt ./
 COPY proto proto
+COPY spec spec
 COPY common common
 COPY worker worker
 COPY coordinator coordinator
 COPY ctl ctl
+COPY python python
 COPY deploy/docker/runtime-packages.sh /usr/local/bin/
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DTAGI_ENABLE_CUDA=OFF \
       -DTAGI_BUILD_TESTS=OFF -DTAGI_BUILD_BENCH=OFF \

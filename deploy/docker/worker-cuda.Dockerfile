@@ -25,10 +25,12 @@ RUN apt-get update \
 WORKDIR /src
 COPY CMakeLists.txt ./
 COPY proto proto
+COPY spec spec
 COPY common common
 COPY worker worker
 COPY coordinator coordinator
 COPY ctl ctl
+COPY python python
 COPY deploy/docker/runtime-packages.sh /usr/local/bin/
 # sm_80 (A100) and sm_90 (H100/H200): the project's default architectures.
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DTAGI_ENABLE_CUDA=ON \

@@ -70,16 +70,34 @@ def check_compose(src):
     workers = sorted(s for s in services if s.startswith("worker"))
     if len(workers) < 2:
         fail(f"docker-compose.yml should define at least 2 workers, has {workers}")
-    # Each worker reserves an NVIDIA GPU and restarts unless stopped.
-    config = run(["docker-compose", "-f", "docker-compose.yml", "config"], src).stdout
-    blocks = re.split(r"\n  (?=\S)", ("\n" + config).split("\nservices:\n", 1)[-1])
-    for block in blocks:
-        name = block.split(":", 1)[0].strip()
-        if name in workers:
-            for needle in ("driver: nvidia", "- gpu", "restart: unless-stopped",
-                           "--metrics"):
-                if needle not in block:
-                    fail(f"service {name} lacks '{needle}'")
+    # The default stack runs on CPUs: every worker is a CPU worker that
+    # restarts unless stopped, and reserves no GPU.
+    def worker_blocks(files):
+        config = run(["docker-compose"] + [a for f in files for a in ("-f", f)] + ["config"],
+                     src)
+        if config.returncode != 0:
+            fail(f"docker-compose {' '.join(files)} config:\n" + config.stdout + config.stderr)
+            return {}
+        blocks = re.split(r"\n  (?=\S)", ("\n" + config.stdout).split("\nservices:\n", 1)[-1])
+        return {b.split(":", 1)[0].strip(): b for b in blocks
+                if b.split(":", 1)[0].strip() in workers}
+    for name, block in worker_blocks(["docker-compose.yml"]).items():
+        for needle in ("worker-cpu.Dockerfile", "restart: unless-stopped", "--metrics", "- cpu"):
+            if needle not in block:
+                fail(f"service {name} (CPU stack) lacks '{needle}'")
+        if "nvidia" in block:
+            fail(f"service {name} of the CPU stack reserves a GPU")
+    ok("docker-compose.yml: CPU workers, no GPU needed")
+    # The GPU variant: the overlay gives each worker the CUDA image and a GPU.
+    gpu = worker_blocks(["docker-compose.yml", "docker-compose.gpu.yml"])
+    if sorted(gpu) != workers:
+        fail(f"docker-compose.gpu.yml: workers {sorted(gpu)}, expected {workers}")
+    for name, block in gpu.items():
+        for needle in ("worker-cuda.Dockerfile", "driver: nvidia", "- gpu", "cuda:0",
+                       "restart: unless-stopped", "--metrics"):
+            if needle not in block:
+                fail(f"service {name} (GPU stack) lacks '{needle}'")
+    ok("docker-compose.yml + docker-compose.gpu.yml: CUDA workers, one GPU each")
     prom = open(os.path.join(src, "deploy/prometheus/prometheus.yml")).read()
     for w in workers:
         if f"{w}:9100" not in prom:
@@ -163,15 +181,37 @@ def check_dashboards(src):
         ok(f"{name}: {queries} queries, datasource uid {uid}")
 
 
+def configured_folders(src):
+    """The folders the top CMakeLists.txt always adds (not tests, benchmarks, fuzzers)."""
+    text = open(os.path.join(src, "CMakeLists.txt")).read()
+    top = text.split("if(TAGI_BUILD_TESTS)")[0]
+    return re.findall(r"^add_subdirectory\((\w+)\)", top, re.M)
+
+
 def check_docker(src):
+    needed = configured_folders(src)
+    if not needed:
+        fail("no add_subdirectory in CMakeLists.txt: the Dockerfile check reads it wrongly")
     for f in sorted(glob.glob(os.path.join(src, "deploy/docker/*.Dockerfile"))):
+        copied = set()
         for line in open(f):
             m = re.match(r"COPY\s+(?!--from)(.+)\s+\S+$", line.strip())
             if m:
                 for path in m.group(1).split():
+                    copied.add(path.rstrip("/"))
                     if not os.path.exists(os.path.join(src, path)):
                         fail(f"{os.path.basename(f)} copies {path}, which does not exist")
         ok(f"{os.path.basename(f)}: every COPY source exists")
+        # An image that builds from the sources needs every folder CMake adds
+        # (spec/ and python/ were missing once, and the build failed).
+        if "cmake -S" in open(f).read():
+            missing = [folder for folder in needed if folder not in copied]
+            for folder in missing:
+                fail(f"{os.path.basename(f)} builds with CMake but does not copy {folder}/ "
+                     f"(CMakeLists.txt adds it)")
+            if not missing:
+                ok(f"{os.path.basename(f)}: copies every folder CMakeLists.txt adds "
+                   f"({', '.join(needed)})")
     r = run(["sh", "-n", "deploy/docker/runtime-packages.sh"], src)
     if r.returncode != 0:
         fail("deploy/docker/runtime-packages.sh does not parse: " + r.stderr)
