@@ -74,6 +74,16 @@ ExitStatus Finish(ChildProcess& run, absl::Duration timeout = absl::Seconds(120)
   return *st;
 }
 
+// Waits until tagi-run's job trains; `run_dir`: its private directory.
+void AwaitTraining(ChildProcess& run, std::string* run_dir) {
+  ASSERT_TRUE(tagi::testing::WaitUntil(
+      [&] { return run.Stderr().find("RUNNING") != std::string::npos; }, absl::Seconds(60),
+      absl::Milliseconds(20)))
+      << run.Stderr();
+  *run_dir = RunDir(run.Stderr());
+  ASSERT_FALSE(run_dir->empty());
+}
+
 TEST(TagiRun, TrainsWithOverridesWritesTheModelAndLeavesNothingBehind) {
   TempDir dir;
   const std::string model = dir.File("model.tagi");
@@ -117,12 +127,8 @@ TEST(TagiRun, AFailedJobExitsOneWithEveryProcesssLog) {
 TEST(TagiRun, CtrlCCancelsTheJobAndCleansUp) {
   TempDir dir;
   ChildProcess run({kBin + "/tagi-run", "--nproc", "2", ToyJob(dir, 100000)}, dir, "run");
-  ASSERT_TRUE(tagi::testing::WaitUntil(
-      [&] { return run.Stderr().find("RUNNING") != std::string::npos; }, absl::Seconds(60),
-      absl::Milliseconds(20)))
-      << run.Stderr();
-  const std::string run_dir = RunDir(run.Stderr());
-  ASSERT_FALSE(run_dir.empty());
+  std::string run_dir;
+  ASSERT_NO_FATAL_FAILURE(AwaitTraining(run, &run_dir));
   run.Signal(SIGINT);
   const ExitStatus st = Finish(run, absl::Seconds(60));
   EXPECT_TRUE(st.ExitedWith(130)) << st.ToString() << "\n" << run.Stderr();
@@ -158,12 +164,8 @@ TEST(TagiRun, RefusesABadOverrideBeforeStartingAnything) {
 TEST(TagiRun, ItsProcessesDieWithIt) {
   TempDir dir;
   ChildProcess run({kBin + "/tagi-run", "--nproc", "2", ToyJob(dir, 100000)}, dir, "run");
-  ASSERT_TRUE(tagi::testing::WaitUntil(
-      [&] { return run.Stderr().find("RUNNING") != std::string::npos; }, absl::Seconds(60),
-      absl::Milliseconds(20)))
-      << run.Stderr();
-  const std::string run_dir = RunDir(run.Stderr());
-  ASSERT_FALSE(run_dir.empty());
+  std::string run_dir;
+  ASSERT_NO_FATAL_FAILURE(AwaitTraining(run, &run_dir));
   ASSERT_EQ(ProcessesUsing(run_dir).size(), 3u);  // the coordinator and two workers
   run.Signal(SIGKILL);
   (void)Finish(run);

@@ -166,15 +166,10 @@ TEST_F(RestApi, WorkersListsRegisteredWorkers) {
 }
 
 TEST_F(RestApi, ModelDownloadMatchesTheGrpcDownload) {
-  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
-  StartWorker();
-  const HttpReply submitted = Post("/v1/jobs", ToyJobJson("model", 3));
-  ASSERT_EQ(submitted.status, 201) << submitted.body;
-  const std::string id = ParseJob(submitted)->id();
-  const auto done = WaitForJob(
-      id, [](const Job& j) { return j.state() >= tagi::v1::SUCCEEDED; }, absl::Seconds(90));
-  ASSERT_TRUE(done.has_value());
-  ASSERT_EQ(done->state(), tagi::v1::SUCCEEDED) << done->reason();
+  Job finished;
+  ASSERT_NO_FATAL_FAILURE(RunToyJobToSuccess("model", 3, &finished));
+  const Job* done = &finished;
+  const std::string id = finished.id();
 
   const HttpReply model = Get("/v1/jobs/" + id + "/model");
   ASSERT_EQ(model.status, 200) << model.body;
@@ -195,15 +190,10 @@ TEST_F(RestApi, ModelDownloadMatchesTheGrpcDownload) {
 // A job's log: its rank's lines (start, epochs, end) over REST and
 // `tagictl logs`, read from a seq on, with bad queries refused.
 TEST_F(RestApi, JobLogsOverRestAndTagictl) {
-  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
-  StartWorker();
-  const HttpReply submitted = Post("/v1/jobs", ToyJobJson("logged", 3));
-  ASSERT_EQ(submitted.status, 201) << submitted.body;
-  const std::string id = ParseJob(submitted)->id();
-  const auto done = WaitForJob(
-      id, [](const Job& j) { return j.state() >= tagi::v1::SUCCEEDED; }, absl::Seconds(90));
-  ASSERT_TRUE(done.has_value());
-  ASSERT_EQ(done->state(), tagi::v1::SUCCEEDED) << done->reason();
+  Job finished;
+  ASSERT_NO_FATAL_FAILURE(RunToyJobToSuccess("logged", 3, &finished));
+  const Job* done = &finished;
+  const std::string id = finished.id();
 
   // The rank's last line comes just after the job ended.
   tagi::v1::JobLogs logs;

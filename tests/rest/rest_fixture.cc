@@ -87,6 +87,20 @@ void RestTest::StartCoordinator(int world, std::vector<std::string> flags) {
   ASSERT_GT(http_port_, 0) << "no HTTP port in " << http_port_file;
 }
 
+void RestTest::RunToyJobToSuccess(const std::string& name, int epochs, tagi::v1::Job* done) {
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
+  StartWorker();
+  const HttpReply submitted = Post("/v1/jobs", ToyJobJson(name, epochs));
+  ASSERT_EQ(submitted.status, 201) << submitted.body;
+  const std::string id = ParseJob(submitted)->id();
+  const auto job = WaitForJob(
+      id, [](const tagi::v1::Job& j) { return j.state() >= tagi::v1::SUCCEEDED; },
+      absl::Seconds(90));
+  ASSERT_TRUE(job.has_value());
+  ASSERT_EQ(job->state(), tagi::v1::SUCCEEDED) << job->reason();
+  *done = *job;
+}
+
 ChildProcess& RestTest::StartWorker() {
   const std::vector<std::string> argv = {
       BinPath("tagi-worker"), "--coord", grpc_address_,          "--threads", "1",

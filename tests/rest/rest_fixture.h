@@ -75,6 +75,10 @@ class RestTest : public ::testing::Test {
   std::optional<tagi::v1::Job> WaitForJob(const std::string& id,
                                           const std::function<bool(const tagi::v1::Job&)>& done,
                                           absl::Duration timeout);
+  // Starts the coordinator and one worker, submits ToyJobJson(name, epochs)
+  // over REST and waits (90 s at most) for it to succeed; fatal failures
+  // otherwise. `done`: the job then.
+  void RunToyJobToSuccess(const std::string& name, int epochs, tagi::v1::Job* done);
   // Polls GET /v1/workers until `n` workers are IDLE.
   bool WaitForIdleWorkers(int n, absl::Duration timeout);
 

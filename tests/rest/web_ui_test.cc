@@ -61,15 +61,10 @@ class WebUi : public RestTest {
 };
 
 TEST_F(WebUi, ShowsTheJobsTheWorkersAndAJobsCurvesWorldsAndLog) {
-  ASSERT_NO_FATAL_FAILURE(StartCoordinator());
-  StartWorker();
-  const HttpReply submitted = Post("/v1/jobs", ToyJobJson("shown", 3));
-  ASSERT_EQ(submitted.status, 201) << submitted.body;
-  const std::string id = ParseJob(submitted)->id();
-  const auto done = WaitForJob(
-      id, [](const Job& j) { return j.state() >= tagi::v1::SUCCEEDED; }, absl::Seconds(90));
-  ASSERT_TRUE(done.has_value());
-  ASSERT_EQ(done->state(), tagi::v1::SUCCEEDED) << done->reason();
+  Job finished;
+  ASSERT_NO_FATAL_FAILURE(RunToyJobToSuccess("shown", 3, &finished));
+  const Job* done = &finished;
+  const std::string id = finished.id();
   ASSERT_TRUE(WaitUntil([&] { return Get("/v1/jobs/" + id + "/logs").body.find("finished") !=
                                      std::string::npos; },
                         absl::Seconds(20)));

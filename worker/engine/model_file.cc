@@ -114,11 +114,13 @@ absl::StatusOr<Architecture> GetArchitectureV2(ByteReader& r) {
   return arch;
 }
 
-// Version 3's class names: one per class of a classification head.
-absl::Status GetClassNames(ByteReader& r, ModelFile& file) {
+// Version 3's class names: one per class of a classification head (or
+// none at all, where `none_allowed`: a model header's).
+absl::Status GetClassNames(ByteReader& r, ModelFile& file, bool none_allowed = false) {
   TAGI_ASSIGN_OR_RETURN(const uint32_t k, r.GetU32("class name count"));
   const auto& head = file.architecture.head;
-  if (head.kind != HeadKind::kClassification || k != head.num_classes) {
+  if (!(none_allowed && k == 0) &&
+      (head.kind != HeadKind::kClassification || k != head.num_classes)) {
     return absl::DataLossError(absl::StrFormat(
         "model file holds %d class names for a head of %d classes", k,
         head.kind == HeadKind::kClassification ? head.num_classes : 0));
@@ -240,22 +242,7 @@ absl::StatusOr<std::string> ModelFileFromHeader(std::span<const char> header,
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
   TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_std, GetVector(r, "target std"));
   TAGI_RETURN_IF_ERROR(CheckPreprocessing(file.preprocessing, file.architecture));
-  TAGI_ASSIGN_OR_RETURN(const uint32_t names, r.GetU32("class name count"));
-  const auto& head = file.architecture.head;
-  if (names > 0 && (head.kind != HeadKind::kClassification || names != head.num_classes)) {
-    return absl::DataLossError(absl::StrFormat(
-        "model header holds %d class names for a head of %d classes", names,
-        head.kind == HeadKind::kClassification ? head.num_classes : 0));
-  }
-  for (uint32_t i = 0; i < names; ++i) {
-    TAGI_ASSIGN_OR_RETURN(std::string name, r.GetString("class name", kMaxClassNameBytes));
-    if (name.empty()) return absl::DataLossError("model header holds an empty class name");
-    file.preprocessing.class_names.push_back(std::move(name));
-  }
-  if (r.remaining() != 0) {
-    return absl::DataLossError(
-        absl::StrFormat("model header has %d bytes after its class names", r.remaining()));
-  }
+  TAGI_RETURN_IF_ERROR(GetClassNames(r, file, /*none_allowed=*/true));
   const Architecture& arch = file.architecture;
   if (parameters.size() != 2 * arch.num_parameters() || state.size() != arch.num_state()) {
     return absl::DataLossError(absl::StrFormat(
