@@ -137,17 +137,23 @@ absl::Status GetClassNames(ByteReader& r, ModelFile& file, bool none_allowed = f
   return absl::OkStatus();
 }
 
+// The standardisation statistics after the architecture, checked against it.
+absl::Status GetPreprocessing(ByteReader& r, ModelFile& file) {
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_mean, GetVector(r, "input mean"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_std, GetVector(r, "input std"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
+  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_std, GetVector(r, "target std"));
+  TAGI_RETURN_IF_ERROR(CheckPreprocessing(file.preprocessing, file.architecture));
+  return absl::OkStatus();
+}
+
 absl::Status DecodeBody(ByteReader& r, uint32_t version, ModelFile& file) {
   if (version == 1) {
     TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitectureV1(r));
   } else {
     TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitectureV2(r));
   }
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_mean, GetVector(r, "input mean"));
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_std, GetVector(r, "input std"));
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_std, GetVector(r, "target std"));
-  TAGI_RETURN_IF_ERROR(CheckPreprocessing(file.preprocessing, file.architecture));
+  TAGI_RETURN_IF_ERROR(GetPreprocessing(r, file));
   TAGI_ASSIGN_OR_RETURN(const uint64_t n, r.GetU64("parameter count"));
   if (n != file.architecture.num_parameters()) {
     return absl::DataLossError(absl::StrFormat(
@@ -237,11 +243,7 @@ absl::StatusOr<std::string> ModelFileFromHeader(std::span<const char> header,
   ByteReader r(header.subspan(sizeof(kHeaderMagic)));
   ModelFile file;
   TAGI_ASSIGN_OR_RETURN(file.architecture, GetArchitectureV2(r));
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_mean, GetVector(r, "input mean"));
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.input_std, GetVector(r, "input std"));
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_mean, GetVector(r, "target mean"));
-  TAGI_ASSIGN_OR_RETURN(file.preprocessing.target_std, GetVector(r, "target std"));
-  TAGI_RETURN_IF_ERROR(CheckPreprocessing(file.preprocessing, file.architecture));
+  TAGI_RETURN_IF_ERROR(GetPreprocessing(r, file));
   TAGI_RETURN_IF_ERROR(GetClassNames(r, file, /*none_allowed=*/true));
   const Architecture& arch = file.architecture;
   if (parameters.size() != 2 * arch.num_parameters() || state.size() != arch.num_state()) {
