@@ -8,6 +8,9 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -45,6 +48,49 @@ std::optional<spec::Shape> DefaultInputShape(const DataSpec& data) {
 bool FinitePositive(float v) { return std::isfinite(v) && v > 0.0f; }
 
 // Collects every problem so that one answer names them all.
+// The proto field names of the job file's messages that differ from their
+// JSON names (snake_case -> camelCase), collected from the descriptors.
+void CollectJsonNames(const google::protobuf::Descriptor* d,
+                      absl::flat_hash_map<std::string, std::string>& names,
+                      absl::flat_hash_set<const google::protobuf::Descriptor*>& seen) {
+  if (!seen.insert(d).second) return;
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->name() != f->json_name()) names.emplace(f->name(), f->json_name());
+    if (f->message_type() != nullptr) CollectJsonNames(f->message_type(), names, seen);
+  }
+}
+
+bool IdentifierChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
+
+// `text` with the job file's field names as the file writes them
+// ("layers[2].in_features" -> "layers[2].inFeatures"). Only whole words
+// that are field names of the job's messages change, and never inside a
+// path ("/data/train_images.gz" keeps its name: a word after or before a
+// '/' is left alone).
+std::string JsonFieldNamesOf(absl::string_view text) {
+  absl::flat_hash_map<std::string, std::string> names;
+  absl::flat_hash_set<const google::protobuf::Descriptor*> seen;
+  CollectJsonNames(JobSpec::descriptor(), names, seen);
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!IdentifierChar(text[i])) {
+      out += text[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && IdentifierChar(text[j])) ++j;
+    const std::string word(text.substr(i, j - i));
+    const bool in_path = (i > 0 && text[i - 1] == '/') || (j < text.size() && text[j] == '/');
+    auto it = names.find(word);
+    out += (it != names.end() && !in_path) ? it->second : word;
+    i = j;
+  }
+  return out;
+}
+
 class Problems {
  public:
   void AddRaw(std::string problem) { list_.push_back(std::move(problem)); }
@@ -54,8 +100,9 @@ class Problems {
   }
   absl::Status ToStatus() const {
     if (list_.empty()) return absl::OkStatus();
+    // In the job file's own words: its fields by their JSON names.
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid job: ", absl::StrJoin(list_, "; ")));
+        JsonFieldNamesOf(absl::StrCat("invalid job: ", absl::StrJoin(list_, "; "))));
   }
 
  private:
@@ -470,7 +517,8 @@ absl::StatusOr<JobSpec> ParseJobSpecJson(const std::string& json) {
   const auto status = google::protobuf::util::JsonStringToMessage(json, &spec, options);
   if (!status.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job spec is not valid JobSpec JSON: ", status.message().as_string()));
+        JsonFieldNamesOf(absl::StrCat("job spec is not valid JobSpec JSON: ",
+                                      status.message().as_string())));
   }
   return spec;
 }
@@ -502,6 +550,8 @@ uint64_t BucketBytes(const JobSpec& spec) {
 uint64_t DeltaArenaKib(uint64_t num_parameters) {
   return (num_parameters * 2 * sizeof(float) + 1023) / 1024;
 }
+
+std::string JobFileFieldNames(absl::string_view text) { return JsonFieldNamesOf(text); }
 
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   Problems p;

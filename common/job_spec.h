@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "spec/network.h"
 #include "tagi/v1/job.pb.h"
 
@@ -73,6 +74,12 @@ absl::StatusOr<tagi::v1::JobSpec> LoadJobSpecFile(const std::string& path);
 std::string JobSpecToJson(const tagi::v1::JobSpec& spec);
 
 absl::Status ValidateJobSpec(const tagi::v1::JobSpec& spec);
+
+// `text` with the job file's field names as the file writes them (its JSON
+// names: "layers[2].in_features" -> "layers[2].inFeatures"); a word that is
+// part of a path ("/data/train_images.gz") is left alone. ValidateJobSpec's
+// messages are written so; the workers' messages about a job go through it.
+std::string JobFileFieldNames(absl::string_view text);
 
 // The all-reduce bucket of a job (JobSpec.bucket_kib): this many KiB when
 // it sets none (measured on the multi-host test bed; docs/overlap.md).

@@ -165,7 +165,8 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
   if (auto st = CheckModelUploadable(
           spec, std::min<uint64_t>(options_.max_model_bytes, options_.max_snapshot_bytes));
       !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid job: ", st.message()));
+    return absl::InvalidArgumentError(
+        JobFileFieldNames(absl::StrCat("invalid job: ", st.message())));
   }
   const bool elastic = IsElastic(spec);
   int world = spec.world_size() > 0 ? static_cast<int>(spec.world_size()) : options_.world;
@@ -175,19 +176,19 @@ absl::StatusOr<Job> Coordinator::Submit(const tagi::v1::JobSpec& spec) {
     min_world = spec.min_world_size() > 0 ? static_cast<int>(spec.min_world_size()) : 1;
     if (world > options_.world) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "invalid job: max_world_size: %d exceeds the coordinator's --world %d", world,
+          "invalid job: maxWorldSize: %d exceeds the coordinator's --world %d", world,
           options_.world));
     }
     if (min_world > world) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "invalid job: min_world_size: %d exceeds the maximum world %d (the coordinator's "
+          "invalid job: minWorldSize: %d exceeds the maximum world %d (the coordinator's "
           "--world)",
           min_world, world));
     }
   }
   if (world > options_.world) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "invalid job: world_size: %d exceeds the coordinator's --world %d", world,
+        "invalid job: worldSize: %d exceeds the coordinator's --world %d", world,
         options_.world));
   }
   if (auto st = StateHealth(); !st.ok()) {

@@ -48,7 +48,7 @@ LayerSpec MigrateFirstForm(const Layer& layer, const std::string& at, CheckConte
   } else if (RulesOf(layer.kind()) != nullptr &&
              (layer.in_features() != 0 || layer.out_features() != 0)) {
     ctx.Add(absl::StrFormat("%s: %s keeps the width of its input and takes no "
-                            "in_features/out_features", at, KindName(layer.kind())));
+                            "in_features or out_features", at, KindName(layer.kind())));
   }
   if (layer.has_negative_slope() && !leaky) {
     ctx.Add(absl::StrFormat("%s.negative_slope: only LEAKY_RELU takes a slope", at));

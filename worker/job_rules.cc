@@ -76,7 +76,8 @@ JobOutcome ClassifyAttemptEnd(const AttemptEnd& end) {
     // coordinator went away); before, only a broken connection is.
     out.retryable = end.in_group || absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st) ||
                     absl::IsAborted(st);
-    out.reason = std::string(st.message());
+    // The job's own words: its file's field names (data.trainImages, ...).
+    out.reason = JobFileFieldNames(st.message());
   }
   return out;
 }

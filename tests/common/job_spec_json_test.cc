@@ -60,10 +60,10 @@ TEST(JobSpecJson, UnknownFieldIsNamed) {
 }
 
 TEST(JobSpecJson, WrongTypeIsNamed) {
-  EXPECT_THAT(ParseError(R"({"batchSize": "sixteen"})"), HasSubstr("batch_size"));
+  EXPECT_THAT(ParseError(R"({"batchSize": "sixteen"})"), HasSubstr("batchSize"));
   EXPECT_THAT(ParseError(R"({"name": 5})"), HasSubstr("name"));
   EXPECT_THAT(ParseError(R"({"epochs": [1]})"), HasSubstr("epochs"));
-  EXPECT_THAT(ParseError(R"({"batchSize": -1})"), HasSubstr("batch_size"));
+  EXPECT_THAT(ParseError(R"({"batchSize": -1})"), HasSubstr("batchSize"));
 }
 
 TEST(JobSpecJson, UnknownEnumNameIsNamed) {

@@ -56,7 +56,7 @@ TEST(JobSpec, LayerSizesMustChain) {
   JobSpec spec = ValidSpec();
   spec.mutable_layers(2)->set_in_features(64);
   EXPECT_THAT(Problems(spec),
-              AllOf(HasSubstr("layers[2].in_features"), HasSubstr("64"), HasSubstr("32")));
+              AllOf(HasSubstr("layers[2].inFeatures"), HasSubstr("64"), HasSubstr("32")));
 }
 
 TEST(JobSpec, UnknownLayerKindIsNamed) {
@@ -97,7 +97,7 @@ TEST(JobSpec, AnActivationFirstNeedsAKnownInputWidth) {
   csv.mutable_input()->set_width(1);
   // Now the shapes are inferred from it: TANH keeps 784, which layer 2 does not take.
   EXPECT_THAT(Problems(csv), AllOf(Not(HasSubstr("input: ")),
-                                   HasSubstr("layers[2].in_features: 32 does not match its "
+                                   HasSubstr("layers[2].inFeatures: 32 does not match its "
                                              "input, which has 784 features")));
 }
 
@@ -109,7 +109,7 @@ TEST(JobSpec, AModelTooLargeForOneRankIsRefused) {
   spec.mutable_layers(0)->set_out_features(kMaxLayerWidth);
   spec.mutable_layers(2)->set_in_features(kMaxLayerWidth);
   EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers: the model needs"),
-                                    HasSubstr("MiB per rank at batch_size 65536")));
+                                    HasSubstr("MiB per rank at batchSize 65536")));
   spec.set_batch_size(16);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
@@ -123,16 +123,16 @@ TEST(JobSpec, EmptyLayerListIsRefused) {
 TEST(JobSpec, ActivationWithInFeaturesIsRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_layers(1)->set_in_features(32);
-  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers[1]"), HasSubstr("in_features")));
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers[1]"), HasSubstr("inFeatures")));
 }
 
 TEST(JobSpec, NegativeSlopeOnANonLeakyLayerIsRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_layers(1)->set_negative_slope(0.2f);  // layer 1 is RELU
-  EXPECT_THAT(Problems(spec), HasSubstr("layers[1].negative_slope"));
+  EXPECT_THAT(Problems(spec), HasSubstr("layers[1].negativeSlope"));
   JobSpec linear = ValidSpec();
   linear.mutable_layers(0)->set_negative_slope(0.2f);
-  EXPECT_THAT(Problems(linear), HasSubstr("layers[0].negative_slope"));
+  EXPECT_THAT(Problems(linear), HasSubstr("layers[0].negativeSlope"));
 }
 
 TEST(JobSpec, LeakySlopeMustLieInTheOpenUnitInterval) {
@@ -141,13 +141,13 @@ TEST(JobSpec, LeakySlopeMustLieInTheOpenUnitInterval) {
   spec.mutable_layers(1)->set_negative_slope(0.2f);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
   spec.mutable_layers(1)->set_negative_slope(1.5f);
-  EXPECT_THAT(Problems(spec), HasSubstr("layers[1].negative_slope: 1.5"));
+  EXPECT_THAT(Problems(spec), HasSubstr("layers[1].negativeSlope: 1.5"));
 }
 
 TEST(JobSpec, LinearWidthsOutsideLimitsAreRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_layers(2)->set_out_features(0);
-  EXPECT_THAT(Problems(spec), HasSubstr("layers[2].out_features: 0"));
+  EXPECT_THAT(Problems(spec), HasSubstr("layers[2].outFeatures: 0"));
 }
 
 TEST(JobSpec, TooManyParametersAreRefused) {
@@ -189,7 +189,7 @@ TEST(JobSpec, LastLinearMustMatchTheRegressionTargets) {
 TEST(JobSpec, FirstLayerMustTakeTheImageWidth) {
   JobSpec spec = ValidSpec();
   spec.mutable_layers(0)->set_in_features(100);
-  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers[0].in_features: 100"), HasSubstr("784")));
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("layers[0].inFeatures: 100"), HasSubstr("784")));
 }
 
 // --- Head and data ------------------------------------------------------------
@@ -203,14 +203,14 @@ TEST(JobSpec, MissingHeadIsRefused) {
 TEST(JobSpec, OneClassIsRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_head()->mutable_classification()->set_num_classes(1);
-  EXPECT_THAT(Problems(spec), HasSubstr("head.classification.num_classes: 1"));
+  EXPECT_THAT(Problems(spec), HasSubstr("head.classification.numClasses: 1"));
 }
 
 TEST(JobSpec, ImageDataHasTenClasses) {
   JobSpec spec = ValidSpec();
   spec.mutable_head()->mutable_classification()->set_num_classes(16);
   spec.mutable_layers(2)->set_out_features(15);
-  EXPECT_THAT(Problems(spec), HasSubstr("head.classification.num_classes: 16"));
+  EXPECT_THAT(Problems(spec), HasSubstr("head.classification.numClasses: 16"));
 }
 
 TEST(JobSpec, ClassificationNeedsLabelledData) {
@@ -236,22 +236,22 @@ TEST(JobSpec, MnistNeedsItsPaths) {
   spec.mutable_data()->set_kind(DataSpec::MNIST);
   spec.mutable_data()->set_train_images("/d/train-images");
   const std::string msg = Problems(spec);
-  EXPECT_THAT(msg, Not(HasSubstr("data.train_images")));
-  EXPECT_THAT(msg, AllOf(HasSubstr("data.train_labels"), HasSubstr("data.test_images"),
-                         HasSubstr("data.test_labels")));
+  EXPECT_THAT(msg, Not(HasSubstr("data.trainImages")));
+  EXPECT_THAT(msg, AllOf(HasSubstr("data.trainLabels"), HasSubstr("data.testImages"),
+                         HasSubstr("data.testLabels")));
 }
 
 TEST(JobSpec, CsvNeedsItsPaths) {
   JobSpec spec = CsvSpec();
   spec.mutable_data()->clear_train_csv();
   spec.mutable_data()->clear_test_csv();
-  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("data.train_csv"), HasSubstr("data.test_csv")));
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("data.trainCsv"), HasSubstr("data.testCsv")));
 }
 
 TEST(JobSpec, CsvNeedsAtLeastOneTargetColumn) {
   JobSpec spec = CsvSpec();
   spec.mutable_data()->set_target_columns(0);
-  EXPECT_THAT(Problems(spec), HasSubstr("data.target_columns"));
+  EXPECT_THAT(Problems(spec), HasSubstr("data.targetColumns"));
 }
 
 // Found by tests/fuzz/job_spec_fuzz (its check that a valid job yields an
@@ -265,11 +265,11 @@ TEST(JobSpec, TargetColumnsBeyondTheLayerWidthLimitAreRefused) {
       "data": {"kind": "CSV", "trainCsv": "a", "testCsv": "b", "targetColumns": 4294967295},
       "noise": {"sigmaV": 1}, "batchSize": 1, "epochs": 1})json");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(Problems(*spec), HasSubstr("data.target_columns: 4294967295; expected 1..65536"));
+  EXPECT_THAT(Problems(*spec), HasSubstr("data.targetColumns: 4294967295; expected 1..65536"));
   EXPECT_EQ(ExpectedOutputWidth(*spec), 0);
 
   spec->mutable_data()->set_target_columns(kMaxLayerWidth + 1);
-  EXPECT_THAT(Problems(*spec), HasSubstr("data.target_columns: 65537; expected 1..65536"));
+  EXPECT_THAT(Problems(*spec), HasSubstr("data.targetColumns: 65537; expected 1..65536"));
   spec->mutable_data()->set_target_columns(1);
   EXPECT_TRUE(ValidateJobSpec(*spec).ok());
 }
@@ -314,7 +314,7 @@ TEST(JobSpec, Cifar10ExampleValidatesWithItsAugmentation) {
 TEST(JobSpec, Cifar10NeedsItsDirectoryTenClassesAndItsWidth) {
   JobSpec spec = Cifar10Spec();
   spec.mutable_data()->clear_cifar10_dir();
-  EXPECT_THAT(Problems(spec), HasSubstr("data.cifar10_dir: missing; CIFAR10 needs the directory "
+  EXPECT_THAT(Problems(spec), HasSubstr("data.cifar10Dir: missing; CIFAR10 needs the directory "
                                         "holding data_batch_1.bin .. data_batch_5.bin and "
                                         "test_batch.bin"));
   spec = Cifar10Spec();
@@ -327,7 +327,7 @@ TEST(JobSpec, Cifar10NeedsItsDirectoryTenClassesAndItsWidth) {
   spec.mutable_head()->mutable_classification()->set_num_classes(16);
   spec.mutable_layers(2)->set_out_features(15);
   EXPECT_THAT(Problems(spec),
-              HasSubstr("head.classification.num_classes: 16; the CIFAR10 data set has 10"));
+              HasSubstr("head.classification.numClasses: 16; the CIFAR10 data set has 10"));
   spec = Cifar10Spec();
   spec.mutable_head()->mutable_regression();
   EXPECT_THAT(Problems(spec), HasSubstr("head: regression needs CSV, TOY_CUBIC or NUMPY data, not CIFAR10"));
@@ -377,11 +377,11 @@ TEST(JobSpec, AugmentationNeedsAnImageShapedInput) {
 TEST(JobSpec, CropPaddingIsBounded) {
   JobSpec spec = Cifar10Spec();
   spec.mutable_data()->mutable_augment()->set_random_crop_padding(kMaxCropPadding + 1);
-  EXPECT_THAT(Problems(spec), HasSubstr("data.augment.random_crop_padding: 17; expected at most 16"));
+  EXPECT_THAT(Problems(spec), HasSubstr("data.augment.randomCropPadding: 17; expected at most 16"));
   // Within 16 but beyond a small image's side.
   SetInput(spec, 48, 8, 8);
   spec.mutable_data()->mutable_augment()->set_random_crop_padding(9);
-  EXPECT_THAT(Problems(spec), HasSubstr("data.augment.random_crop_padding: 9; expected at most the "
+  EXPECT_THAT(Problems(spec), HasSubstr("data.augment.randomCropPadding: 9; expected at most the "
                                         "image's height and width (input 48x8x8)"));
   spec.mutable_data()->mutable_augment()->set_random_crop_padding(8);
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
@@ -392,7 +392,7 @@ TEST(JobSpec, CropPaddingIsBounded) {
 TEST(JobSpec, ZeroBatchSizeIsRefused) {
   JobSpec spec = ValidSpec();
   spec.set_batch_size(0);
-  EXPECT_THAT(Problems(spec), HasSubstr("batch_size: 0"));
+  EXPECT_THAT(Problems(spec), HasSubstr("batchSize: 0"));
 }
 
 TEST(JobSpec, ZeroEpochsAreRefused) {
@@ -404,13 +404,13 @@ TEST(JobSpec, ZeroEpochsAreRefused) {
 TEST(JobSpec, NegativeSigmaVIsRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_noise()->set_sigma_v(-1.0f);
-  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigma_v: -1"));
+  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigmaV: -1"));
 }
 
 TEST(JobSpec, ZeroSigmaVIsRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_noise()->set_sigma_v(0.0f);
-  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigma_v: 0"));
+  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigmaV: 0"));
 }
 
 TEST(JobSpec, DecayOutOfRangeIsRefused) {
@@ -427,14 +427,14 @@ TEST(JobSpec, DecayOutOfRangeIsRefused) {
 TEST(JobSpec, SigmaVMinAboveSigmaVIsRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_noise()->set_sigma_v_min(2.0f);
-  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigma_v_min: 2"));
+  EXPECT_THAT(Problems(spec), HasSubstr("noise.sigmaVMin: 2"));
 }
 
 TEST(JobSpec, NonPositiveInitGainIsRefused) {
   JobSpec spec = ValidSpec();
   spec.mutable_init()->set_gain_weight(0.0f);
   spec.mutable_init()->set_gain_bias(-1.0f);
-  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("init.gain_weight"), HasSubstr("init.gain_bias")));
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("init.gainWeight"), HasSubstr("init.gainBias")));
 }
 
 TEST(JobSpec, UnknownInitMethodNumberIsRefused) {
@@ -479,15 +479,15 @@ TEST(JobSpec, BucketSizeMustLieBetweenOneKibAndTheDeltaArena) {
     EXPECT_EQ(BucketBytes(spec), kib << 10);
   }
   spec.set_bucket_kib(0);
-  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("bucket_kib: 0"), HasSubstr("expected 1..")));
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("bucketKib: 0"), HasSubstr("expected 1..")));
   spec.set_bucket_kib(static_cast<uint32_t>(arena + 1));
-  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("bucket_kib"), HasSubstr("larger than the model's"),
+  EXPECT_THAT(Problems(spec), AllOf(HasSubstr("bucketKib"), HasSubstr("larger than the model's"),
                                     HasSubstr(absl::StrCat(arena, " KiB"))));
   for (const char* json : {R"({"bucketKib": -1})", R"({"bucketKib": 1.5})",
                            R"({"bucketKib": "lots"})"}) {
     const auto parsed = ParseJobSpecJson(json);
     EXPECT_FALSE(parsed.ok()) << json;
-    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("bucket_kib")) << json;
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("bucketKib")) << json;
   }
 }
 
@@ -502,24 +502,24 @@ TEST(JobSpec, SixteenBitWiresNeedTheTcpRing) {
     spec.set_backend(JobSpec::TCP_RING);
     EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
     spec.set_backend(JobSpec::GLOO);
-    EXPECT_THAT(Problems(spec), AllOf(HasSubstr("wire_precision"), HasSubstr("TCP_RING"),
+    EXPECT_THAT(Problems(spec), AllOf(HasSubstr("wirePrecision"), HasSubstr("TCP_RING"),
                                       HasSubstr("GLOO")));
     spec.set_backend(JobSpec::BACKEND_UNSPECIFIED);
     spec.set_device("cuda:0");
-    EXPECT_THAT(Problems(spec), HasSubstr("wire_precision"));
+    EXPECT_THAT(Problems(spec), HasSubstr("wirePrecision"));
   }
   JobSpec spec = ValidSpec();
   auto patch = ParseJobSpecJson(R"({"wirePrecision": 9})");
   ASSERT_TRUE(patch.ok()) << patch.status();
   spec.MergeFrom(*patch);
-  EXPECT_THAT(Problems(spec), HasSubstr("wire_precision: 9 is unknown"));
+  EXPECT_THAT(Problems(spec), HasSubstr("wirePrecision: 9 is unknown"));
   EXPECT_FALSE(ParseJobSpecJson(R"({"wirePrecision": "FP8"})").ok());
 }
 
 TEST(JobSpec, WorldSizeAboveTheLimitIsRefused) {
   JobSpec spec = ValidSpec();
   spec.set_world_size(kMaxWorldSize + 1);
-  EXPECT_THAT(Problems(spec), HasSubstr("world_size"));
+  EXPECT_THAT(Problems(spec), HasSubstr("worldSize"));
 }
 
 TEST(JobSpec, ElasticBoundsAreCheckedAndExcludeAFixedWorld) {
@@ -533,10 +533,10 @@ TEST(JobSpec, ElasticBoundsAreCheckedAndExcludeAFixedWorld) {
   EXPECT_THAT(Problems(spec), HasSubstr("an elastic job"));
   spec.set_world_size(0);
   spec.set_min_world_size(4);
-  EXPECT_THAT(Problems(spec), HasSubstr("min_world_size: 4 exceeds max_world_size 3"));
+  EXPECT_THAT(Problems(spec), HasSubstr("minWorldSize: 4 exceeds maxWorldSize 3"));
   spec.set_min_world_size(1);
   spec.set_max_world_size(kMaxWorldSize + 1);
-  EXPECT_THAT(Problems(spec), HasSubstr("max_world_size"));
+  EXPECT_THAT(Problems(spec), HasSubstr("maxWorldSize"));
   EXPECT_FALSE(IsElastic(ValidSpec()));
 }
 
@@ -546,7 +546,7 @@ TEST(JobSpec, GeneratedDataSizesAreBounded) {
     "data": {"kind": "TOY_CUBIC", "toyTrainSize": 4000000000}, "noise": {"sigmaV": 1},
     "batchSize": 1, "epochs": 1})");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(Problems(*spec), HasSubstr("data.toy_train_size: 4000000000; expected 1..10000000"));
+  EXPECT_THAT(Problems(*spec), HasSubstr("data.toyTrainSize: 4000000000; expected 1..10000000"));
   spec->mutable_data()->set_toy_train_size(kMaxToySamples);
   EXPECT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
 }
@@ -575,8 +575,8 @@ TEST(JobSpec, ReportsEveryProblemInOneMessage) {
   spec.mutable_layers(2)->set_in_features(5);
   spec.set_device("gpu");
   const std::string msg = Problems(spec);
-  EXPECT_THAT(msg, AllOf(HasSubstr("batch_size"), HasSubstr("epochs"), HasSubstr("noise.sigma_v"),
-                         HasSubstr("layers[2].in_features"), HasSubstr("device")));
+  EXPECT_THAT(msg, AllOf(HasSubstr("batchSize"), HasSubstr("epochs"), HasSubstr("noise.sigmaV"),
+                         HasSubstr("layers[2].inFeatures"), HasSubstr("device")));
   EXPECT_THAT(msg, HasSubstr("; "));
 }
 
@@ -614,7 +614,7 @@ TEST(JobSpecHeads, HeteroscedasticRegressionNeedsTwoOutputsPerTargetAndNoNoise) 
   EXPECT_EQ(ExpectedOutputWidth(*spec), 2);
   // A homoscedastic head still needs its noise.
   spec->mutable_head()->mutable_regression()->set_heteroscedastic(false);
-  EXPECT_THAT(ValidateJobSpec(*spec).message(), HasSubstr("noise.sigma_v: 0"));
+  EXPECT_THAT(ValidateJobSpec(*spec).message(), HasSubstr("noise.sigmaV: 0"));
   // Two targets need four outputs.
   auto csv = ParseJobSpecJson(R"json({"name": "h",
       "layers": [{"linear": {"inFeatures": 3, "outFeatures": 2}}, {"evenExp": {}}],
@@ -636,11 +636,11 @@ TEST(JobSpec, NewDataKindsValidateWithTheirFields) {
   numpy.mutable_data()->set_train_x_npy("x.npy");
   EXPECT_THAT(Problems(numpy), HasSubstr("give either npz or the .npy paths"));
   numpy.mutable_data()->clear_npz();
-  EXPECT_THAT(Problems(numpy), AllOf(HasSubstr("data.train_x_npy / data.train_y_npy: missing"),
+  EXPECT_THAT(Problems(numpy), AllOf(HasSubstr("data.trainXNpy / data.trainYNpy: missing"),
                                      HasSubstr("names no test set")));
   numpy.mutable_data()->set_train_y_npy("y.npy");
   numpy.mutable_data()->set_holdout_fraction(1.0f);
-  EXPECT_THAT(Problems(numpy), HasSubstr("holdout_fraction: 1; expected a fraction in (0, 1)"));
+  EXPECT_THAT(Problems(numpy), HasSubstr("holdoutFraction: 1; expected a fraction in (0, 1)"));
   numpy.mutable_data()->set_holdout_fraction(0.1f);
   EXPECT_TRUE(ValidateJobSpec(numpy).ok()) << ValidateJobSpec(numpy);
   numpy.mutable_head()->mutable_regression();
@@ -679,4 +679,19 @@ TEST(JobSpec, NewDataKindsValidateWithTheirFields) {
 }
 
 }  // namespace
+// Messages name fields as job files write them; words of paths stay.
+TEST(JobFileFieldNames, CamelCasesFieldNamesButNotPathsOrOtherWords) {
+  EXPECT_EQ(JobFileFieldNames("data.train_images: /data/train_images.gz is missing"),
+            "data.trainImages: /data/train_images.gz is missing");
+  EXPECT_EQ(JobFileFieldNames("layers[2].in_features: 50; batch_size: 0; noise.sigma_v_min"),
+            "layers[2].inFeatures: 50; batchSize: 0; noise.sigmaVMin");
+  EXPECT_EQ(JobFileFieldNames("train_images/x.gz, my_own_word, init_from"),
+            "train_images/x.gz, my_own_word, initFrom");
+  EXPECT_EQ(JobFileFieldNames(""), "");
+  // What ValidateJobSpec says is in these words.
+  tagi::v1::JobSpec spec;
+  spec.set_batch_size(0);
+  EXPECT_THAT(std::string(ValidateJobSpec(spec).message()), HasSubstr("batchSize: 0"));
+}
+
 }  // namespace tagi

@@ -67,18 +67,18 @@ TEST_F(ElasticTest, SubmitValidatesAndResolvesTheBounds) {
   auto job = coord().Submit(both);
   ASSERT_FALSE(job.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(job.status()));
-  EXPECT_THAT(std::string(job.status().message()), HasSubstr("world_size"));
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("worldSize"));
 
   job = coord().Submit(ElasticSpec(1, 4));
   ASSERT_FALSE(job.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(job.status()));
-  EXPECT_THAT(std::string(job.status().message()), HasSubstr("max_world_size"));
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("maxWorldSize"));
   EXPECT_THAT(std::string(job.status().message()), HasSubstr("--world 3"));
 
   job = coord().Submit(ElasticSpec(3, 2));
   ASSERT_FALSE(job.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(job.status()));
-  EXPECT_THAT(std::string(job.status().message()), HasSubstr("min_world_size"));
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("minWorldSize"));
   // An unset maximum is --world: a minimum above it is refused.
   job = coord().Submit(ElasticSpec(4, 0));
   ASSERT_FALSE(job.ok());

@@ -508,9 +508,9 @@ TEST(JobText, NamesAndPathsAreBoundedAndFreeOfControlCharacters) {
   spec.set_name("ok");
   spec.mutable_data()->set_train_images(std::string(kMaxDataPathBytes + 1, 'p'));
   EXPECT_THAT(ValidateJobSpec(spec).message(),
-              HasSubstr("data.train_images: 1025 bytes; at most 1024"));
+              HasSubstr("data.trainImages: 1025 bytes; at most 1024"));
   spec.mutable_data()->set_train_images("/data/x\ny");
-  EXPECT_THAT(ValidateJobSpec(spec).message(), HasSubstr("data.train_images: holds the control"));
+  EXPECT_THAT(ValidateJobSpec(spec).message(), HasSubstr("data.trainImages: holds the control"));
 }
 
 

@@ -37,7 +37,7 @@ TEST(ValidateJobFile, AShapeMismatchIsRefusedWithItsPath) {
   const Validation v = ValidateJobFile(path);
   EXPECT_FALSE(v.valid);
   EXPECT_THAT(v.text, HasSubstr("invalid"));
-  EXPECT_THAT(v.text, HasSubstr("layers[1].in_features"));
+  EXPECT_THAT(v.text, HasSubstr("layers[1].inFeatures"));
   EXPECT_THAT(v.json, HasSubstr("\"valid\": false"));
   std::remove(path.c_str());
 }

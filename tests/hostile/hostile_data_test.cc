@@ -108,11 +108,11 @@ TEST_F(HostileDataTest, AnInitFromFileOutsideTheRootsOrNotAModelShowsNoContent) 
                             init_from);
   };
   const std::string outside = FailedJobAsSeen(job(secret));
-  EXPECT_THAT(outside, HasSubstr("init_from"));
+  EXPECT_THAT(outside, HasSubstr("initFrom"));
   EXPECT_THAT(outside, HasSubstr("is outside the directories this worker reads data from"));
   EXPECT_THAT(outside, Not(HasSubstr("s3cr3t")));
   const std::string not_a_model = FailedJobAsSeen(job(inside));
-  EXPECT_THAT(not_a_model, HasSubstr("init_from: " + inside));
+  EXPECT_THAT(not_a_model, HasSubstr("initFrom: " + inside));
   EXPECT_THAT(not_a_model, Not(HasSubstr("s3cr3t")));
   EXPECT_THAT(not_a_model, Not(HasSubstr("root:")));
 

@@ -358,10 +358,10 @@ TEST(TagiTrain, InvalidJobNamesEveryWrongField) {
     "data": {"kind": "FASHION_MNIST"},
     "noise": {"sigmaV": -1}, "batchSize": 0, "epochs": 1})");
   const ProcessResult r = Train({job, "--out", dir.File("m.tagi")});
-  ExpectCleanFailure(r, 1, "layers[2].in_features: 50 does not match");
+  ExpectCleanFailure(r, 1, "layers[2].inFeatures: 50 does not match");
   EXPECT_THAT(r.err, HasSubstr("need 11"));
-  EXPECT_THAT(r.err, HasSubstr("noise.sigma_v"));
-  EXPECT_THAT(r.err, HasSubstr("batch_size: 0"));
+  EXPECT_THAT(r.err, HasSubstr("noise.sigmaV"));
+  EXPECT_THAT(r.err, HasSubstr("batchSize: 0"));
   EXPECT_FALSE(std::filesystem::exists(dir.File("m.tagi")));
 }
 

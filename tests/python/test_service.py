@@ -101,11 +101,11 @@ def test_bad_job_is_refused_with_the_servers_message(env):
     with pytest.raises(TagiError) as e:
         env["client"].submit(job(env, "bad", net=bad))
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "layers[2].in_features: 30 does not match its input, which has 32 features" in \
+    assert "layers[2].inFeatures: 30 does not match its input, which has 32 features" in \
         e.value.message
     with pytest.raises(TagiError) as e:
         env["client"].submit(dict(job(env, "bad"), batchSize=0))
-    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "batch_size" in e.value.message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "batchSize" in e.value.message
 
 
 def test_unknown_job_is_not_found_with_the_servers_message(env):

@@ -45,7 +45,7 @@ TEST_F(RestErrors, NonObjectOrEmptyBodyIs400) {
 TEST_F(RestErrors, WrongTypeIs400) {
   std::string job = ToyJobJson();
   job.replace(job.find("\"batchSize\": 10"), 15, R"("batchSize": "ten")");
-  ExpectError(Post("/v1/jobs", job), 400, "INVALID_ARGUMENT", "batch_size");
+  ExpectError(Post("/v1/jobs", job), 400, "INVALID_ARGUMENT", "batchSize");
   ExpectError(Post("/v1/jobs", R"({"spec": [1]})"), 400, "INVALID_ARGUMENT", "SubmitJobRequest");
 }
 
@@ -61,7 +61,7 @@ TEST_F(RestErrors, InvalidJobSpecIs400WithTheValidationMessage) {
   // The first LINEAR now gives 100 outputs but the second takes 50.
   std::string job = ToyJobJson();
   job.replace(job.find("\"outFeatures\": 50"), 17, R"("outFeatures": 100)");
-  ExpectError(Post("/v1/jobs", job), 400, "INVALID_ARGUMENT", "layers[2].in_features");
+  ExpectError(Post("/v1/jobs", job), 400, "INVALID_ARGUMENT", "layers[2].inFeatures");
   ExpectError(Post("/v1/jobs", "{}"), 400, "INVALID_ARGUMENT", "invalid job: layers: empty");
 }
 

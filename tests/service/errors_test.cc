@@ -44,7 +44,7 @@ TEST_F(ServiceErrors, InvalidJobIsRefusedAtSubmission) {
 })");
   const ProcessResult r = Ctl({"submit", file});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("layers[2].in_features"));
+  EXPECT_THAT(r.err, HasSubstr("layers[2].inFeatures"));
   EXPECT_EQ(r.out, "") << "a refused job printed an id";
 
   const ProcessResult list = Ctl({"list"});
@@ -61,7 +61,7 @@ TEST_F(ServiceErrors, SubmitOverridesAreAppliedOrRefusedPrecisely) {
   EXPECT_THAT(r.err, HasSubstr("the job has no field \"epoch\" (did you mean \"epochs\"?)"));
   r = Ctl({"submit", file, "--set", "batchSize=0"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("with --set batchSize=0: invalid job: batch_size"));
+  EXPECT_THAT(r.err, HasSubstr("with --set batchSize=0: invalid job: batchSize"));
   r = Ctl({"list", "--set", "epochs=3"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--set goes with submit"));
@@ -220,7 +220,7 @@ TEST_F(ServiceErrors, CoordinatorValidatesSpecsFromAnyClient) {
   tagi::v1::JobSpec spec;  // no layers, no head, batch size 0
   const grpc::Status st = client.Submit(kProtocolVersion, spec);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
-  EXPECT_THAT(st.error_message(), HasSubstr("batch_size"));
+  EXPECT_THAT(st.error_message(), HasSubstr("batchSize"));
   EXPECT_THAT(st.error_message(), HasSubstr("layers"));
   const ProcessResult list = Ctl({"list"});
   EXPECT_EQ(list.exit_code, 0) << list.err;

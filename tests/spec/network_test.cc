@@ -197,7 +197,7 @@ TEST(Network, BatchNormOverSingleValuesNeedsABatchOfTwo) {
   })");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_THAT(std::string(ValidateJobSpec(*job).message()),
-              HasSubstr("batch_size: 1; layers[1] normalises single values over the batch"));
+              HasSubstr("batchSize: 1; layers[1] normalises single values over the batch"));
   job->set_batch_size(2);
   EXPECT_TRUE(ValidateJobSpec(*job).ok()) << ValidateJobSpec(*job);
   // Image layers run on CUDA too (issue 13): a cuda device is no reason
