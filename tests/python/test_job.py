@@ -209,7 +209,9 @@ def test_wait_outlives_a_restart_of_the_coordinator(tmp_path):
                     result["job"] = job.wait(timeout=60, poll=0.1, progress=False)
                 except Exception as e:  # noqa: BLE001  (the test reports it)
                     result["error"] = e
-            waiter = threading.Thread(target=wait)
+            # A daemon: should the test fail, the interpreter does not wait
+            # out the thread's 60 s (the ctest timeout would hide the failure).
+            waiter = threading.Thread(target=wait, daemon=True)
             waiter.start()
             time.sleep(0.5)
             cluster.coordinator.terminate()
@@ -224,9 +226,10 @@ def test_wait_outlives_a_restart_of_the_coordinator(tmp_path):
                 try:
                     assert client.get(job.id).state == "PENDING"
                     break
-                except TagiError:
+                except TagiError as e:
                     if time.monotonic() > deadline:
-                        raise
+                        raise AssertionError(f"the restarted coordinator did not answer: {e}\n"
+                                             f"{cluster.logs()}") from None
                     time.sleep(0.1)
             client.cancel(job.id)
             waiter.join(timeout=30)
