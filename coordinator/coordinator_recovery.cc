@@ -131,7 +131,11 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
   auto reply = ReportProgressLocked(report);
   if (!reply.ok()) {
     // A stale generation, a job this coordinator no longer runs, or a rank
-    // the worker does not hold: that attempt is over for it.
+    // the worker does not hold: that attempt is over for it. Until it asks
+    // for work again it is still ending that attempt (a rank 0 holding a
+    // snapshot for a restarted coordinator uploads it first), so it is not
+    // placed: the next generation then resumes from that snapshot.
+    w.checked_in = false;
     DirectLocked(w, tagi::v1::ABORT, m.job_id(), m.generation(),
                  std::string(reply.status().message()));
   } else if (reply->directive() != tagi::v1::CONTINUE) {

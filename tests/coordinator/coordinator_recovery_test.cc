@@ -445,5 +445,22 @@ TEST_F(RecoveryTest, KeepsTheLogLinesOfItsRanksOnlyBoundedAndAcrossARestart) {
   EXPECT_EQ(logs->dropped(), 49u);
 }
 
+// A worker whose session says it is still in an attempt this coordinator
+// does not run (a restarted coordinator, a stale generation) is ending that
+// attempt: it is not placed until it asks for work again.
+TEST_F(RecoveryTest, AWorkerStillInAnEndedAttemptIsPlacedOnlyOnceItAsksForWork) {
+  Start(1);
+  const std::string w = Register();
+  const uint64_t t = Open(w);
+  tagi::v1::SessionMessage m = Hello(w);
+  m.set_job_id("job-7");  // of an earlier coordinator
+  m.set_generation(3);
+  ASSERT_TRUE(coord().OnSessionMessage(t, m).ok());
+  const std::string job = Submit(1);
+  EXPECT_EQ(State(job), tagi::v1::PENDING);
+  EXPECT_EQ(AssignmentOf(w).job_id(), job);  // it asks: placed at once
+  EXPECT_EQ(State(job), tagi::v1::RUNNING);
+}
+
 }  // namespace
 }  // namespace tagi::coordinator::test
