@@ -139,6 +139,10 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
     DirectLocked(w, tagi::v1::ABORT, m.job_id(), m.generation(),
                  std::string(reply.status().message()));
   } else if (reply->directive() != tagi::v1::CONTINUE) {
+    // The same for a worker told to stop an attempt this coordinator does
+    // not hold it in: the ranks of a job that a restarted coordinator
+    // reloaded, reconnecting still in its old generation.
+    if (w.job_id != m.job_id()) w.checked_in = false;
     DirectLocked(w, reply->directive(), m.job_id(), m.generation(), reply->reason());
   }
   return absl::OkStatus();

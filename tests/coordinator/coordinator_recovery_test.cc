@@ -462,5 +462,56 @@ TEST_F(RecoveryTest, AWorkerStillInAnEndedAttemptIsPlacedOnlyOnceItAsksForWork) 
   EXPECT_EQ(State(job), tagi::v1::RUNNING);
 }
 
+// The same after a restart, where the job the session names is known again
+// (reloaded, recovering): its old ranks reconnect still in the old
+// generation and are told to abort. The next generation is placed only once
+// they ask for work, so rank 0's held snapshot, uploaded as it ends the old
+// attempt, is the one it resumes from.
+TEST_F(RecoveryTest, RanksReconnectingToARestartedCoordinatorArePlacedOnlyOnceTheyAskForWork) {
+  ScratchDir dir;
+  CoordinatorOptions o = Options(2);
+  o.state_dir = dir.path().string();
+  Start(o);
+  const std::string job = Submit(2);
+  (void)RegisterN(2);
+  const tagi::v1::Job before = GetJob(job);
+  ASSERT_EQ(before.state(), tagi::v1::RUNNING);
+  ASSERT_TRUE(coord()
+                  .UploadSnapshot(before.workers(0), job, before.generation(), 20,
+                                  SnapshotBytes(job, 20))
+                  .ok());
+  coord().FlushState();
+
+  coord_.reset();
+  Start(o);
+  std::vector<uint64_t> tokens;
+  for (uint32_t r = 0; r < 2; ++r) {
+    tagi::v1::SessionMessage m = Hello(before.workers(static_cast<int>(r)));
+    m.set_job_id(job);
+    m.set_generation(before.generation());
+    m.set_rank(r);
+    auto token = coord().OpenSession(m, "peer", nullptr);
+    ASSERT_TRUE(token.ok()) << token.status();
+    tokens.push_back(*token);
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    const auto ds = Drain(before.workers(static_cast<int>(r)), tokens[r]);
+    ASSERT_EQ(ds.size(), 1u);
+    EXPECT_EQ(ds[0].directive(), tagi::v1::ABORT);
+  }
+  // One asks for work; the other, rank 0, is still ending generation 1.
+  ASSERT_TRUE(Rendezvous(before.workers(1), absl::ZeroDuration()).ok());
+  EXPECT_EQ(State(job), tagi::v1::PENDING);
+  const absl::Status up = coord().UploadSnapshot(before.workers(0), job, before.generation(), 40,
+                                                 SnapshotBytes(job, 40));
+  EXPECT_TRUE(absl::IsAborted(up)) << up;  // that generation is over, but
+  EXPECT_THAT(up.message(), HasSubstr("is kept"));  // its snapshot is resumed from
+  const tagi::v1::Assignment a = AssignmentOf(before.workers(0));
+  EXPECT_EQ(a.generation(), before.generation() + 1);
+  EXPECT_TRUE(a.resume());
+  EXPECT_EQ(a.resume_global_step(), 40u);
+  coord().FlushState();  // before the state dir goes
+}
+
 }  // namespace
 }  // namespace tagi::coordinator::test
