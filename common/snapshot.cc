@@ -50,6 +50,16 @@ absl::Status DecodeBody(ByteReader& r, uint32_t version, Snapshot& s) {
     TAGI_ASSIGN_OR_RETURN(s.model_header,
                           r.GetString("model header", kMaxSnapshotModelHeaderBytes));
   }
+  if (version >= 5) {
+    TAGI_ASSIGN_OR_RETURN(s.epoch_micros, r.GetU64("epoch time"));
+    TAGI_ASSIGN_OR_RETURN(s.epoch_correct, r.GetU64("epoch correct predictions"));
+    TAGI_ASSIGN_OR_RETURN(s.epoch_samples, r.GetU64("epoch samples"));
+    if (s.epoch_correct > s.epoch_samples) {
+      return absl::DataLossError(
+          absl::StrFormat("snapshot counts %d correct predictions out of %d samples",
+                          s.epoch_correct, s.epoch_samples));
+    }
+  }
   if (r.remaining() != 0) {
     return absl::DataLossError(
         absl::StrFormat("snapshot body has %d unexpected trailing bytes", r.remaining()));
@@ -81,6 +91,9 @@ std::string EncodeSnapshot(const Snapshot& s) {
   body.PutU32(s.world);
   body.PutU64(s.offset);
   body.PutString(s.model_header);
+  body.PutU64(s.epoch_micros);
+  body.PutU64(s.epoch_correct);
+  body.PutU64(s.epoch_samples);
 
   ByteWriter file;
   file.PutBytes(kMagic, sizeof(kMagic));

@@ -20,10 +20,15 @@
 //          preprocessing, worker/engine/model_file.h EncodeModelHeader, at
 //          most kMaxSnapshotModelHeaderBytes; empty when unknown), so that a
 //          stopped job's snapshot can be served as a model file
+//          u64 epoch micros, u64 epoch correct, u64 epoch samples (version
+//          5: the epoch before the snapshot point, so that its metrics span
+//          every generation that ran it: training time in microseconds, and
+//          rank 0's correct training predictions out of its samples counted)
 //   u32 CRC-32 of every byte before it
 // Version 1 snapshots (no state section) still decode, with empty state;
 // versions 1 and 2 with world 0 (unknown: the fixed world of their job);
-// versions 1 to 3 with an empty model header.
+// versions 1 to 3 with an empty model header; versions 1 to 4 with an
+// epoch begun at the snapshot point (zero time and counts).
 // Decoding never trusts a length before checking it against the bytes
 // present and never allocates more than the input could hold. A truncated,
 // padded or altered snapshot is DataLoss; an intact snapshot (its CRC
@@ -44,7 +49,7 @@
 
 namespace tagi {
 
-inline constexpr uint32_t kSnapshotVersion = 4;
+inline constexpr uint32_t kSnapshotVersion = 5;
 inline constexpr size_t kMaxSnapshotModelHeaderBytes = size_t{8} << 20;
 inline constexpr size_t kMaxSnapshotJobIdBytes = 256;
 inline constexpr size_t kMaxSnapshotArchitectureBytes = size_t{1} << 20;
@@ -72,6 +77,12 @@ struct Snapshot {
   uint64_t offset = 0;
   // What a model file holds besides parameters and state (opaque here).
   std::string model_header;
+  // The epoch so far (0 at an epoch's start): its training time, and rank
+  // 0's correct training predictions out of the samples it counted
+  // (correct <= samples, or the snapshot is refused).
+  uint64_t epoch_micros = 0;
+  uint64_t epoch_correct = 0;
+  uint64_t epoch_samples = 0;
 };
 
 // REQUIRES: job_id, architecture and model_header within the limits above (CHECKed: a

@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/auth.h"
 
@@ -49,16 +50,23 @@ absl::StatusOr<WorkerKey> WorkerKey::Generate() {
 
 std::string WorkerKey::ToFileText() const { return absl::BytesToHexString(bytes_) + "\n"; }
 
-std::string WorkerKey::SecretFor(std::string_view id) const {
+std::string WorkerKey::SecretFor(std::string_view id, std::string_view certificate) const {
+  // Ids are the coordinator's ("w-N"): none holds the separator, so a bound
+  // message never equals an unbound one.
+  const std::string message =
+      certificate.empty() ? std::string(id)
+                          : std::string(id) + "\ncert:" + std::string(certificate);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   HMAC(EVP_sha256(), bytes_.data(), static_cast<int>(bytes_.size()),
-       reinterpret_cast<const unsigned char*>(id.data()), id.size(), mac, &len);
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(mac), len));
 }
 
-bool WorkerKey::Verify(std::string_view id, std::string_view secret) const {
-  return ConstantTimeEquals(SecretFor(id), secret);
+bool WorkerKey::Verify(std::string_view id, std::string_view secret,
+                       std::string_view certificate) const {
+  if (id.find('\n') != std::string_view::npos) return false;
+  return ConstantTimeEquals(SecretFor(id, certificate), secret);
 }
 
 }  // namespace tagi

@@ -1,7 +1,9 @@
 // Worker credentials: the secret the coordinator gives each worker at
 // registration, bound to the worker's id.
 //
-// The secret is HMAC-SHA256(key, id) under a key only the coordinator holds
+// The secret is HMAC-SHA256(key, id), or HMAC-SHA256(key, id "\ncert:" name)
+// for a worker with a client certificate named `name`, under a key only the
+// coordinator holds
 // (its state dir's worker-key, 0600, so secrets outlive a restart; a random
 // key per process without a state dir). So the coordinator stores nothing
 // per worker, a secret proves which id it was issued for, and no worker's
@@ -39,11 +41,17 @@ class WorkerKey {
 
   // The key as its file holds it (hex and a newline).
   std::string ToFileText() const;
-  // The secret of worker `id`: 64 hex digits.
-  std::string SecretFor(std::string_view id) const;
-  // True when `secret` is `id`'s; the time taken does not depend on where
-  // a wrong secret differs.
-  bool Verify(std::string_view id, std::string_view secret) const;
+  // The secret of worker `id`: 64 hex digits. With mutual TLS, `certificate`
+  // names the client certificate the worker registered with (its subject's
+  // common name, or its SAN), and the secret is valid only over a
+  // connection authenticated by a certificate of that name: a secret copied
+  // off a host is useless without the host's key. Empty: not bound (the
+  // secret of a worker without a client certificate).
+  std::string SecretFor(std::string_view id, std::string_view certificate = "") const;
+  // True when `secret` is `id`'s (bound to `certificate`); the time taken
+  // does not depend on where a wrong secret differs.
+  bool Verify(std::string_view id, std::string_view secret,
+              std::string_view certificate = "") const;
 
  private:
   explicit WorkerKey(std::string bytes) : bytes_(std::move(bytes)) {}

@@ -352,7 +352,10 @@ absl::StatusOr<tagi::v1::JobLogs> Coordinator::Logs(const std::string& id, uint6
 std::vector<tagi::v1::WorkerInfo> Coordinator::ListWorkers() {
   Lock lock(this);
   std::vector<tagi::v1::WorkerInfo> out;
-  for (const auto& [id, w] : workers_) out.push_back(w.info);
+  for (const auto& [id, w] : workers_) {
+    out.push_back(w.info);
+    out.back().set_state(WorkerStateLocked(w));
+  }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return WorkerIdLess(a.id(), b.id());
   });
@@ -364,6 +367,8 @@ CoordinatorStats Coordinator::Stats() {
   CoordinatorStats out;
   const int64_t now_ms = NowMs();
   out.workers_failed = workers_failed_;
+  out.worker_exclusions = worker_exclusions_;
+  out.progress_rejected = progress_rejected_;
   out.snapshots_stored = snapshots_stored_;
   out.snapshots_rejected = snapshots_rejected_;
   out.models_rejected = models_rejected_;
@@ -421,21 +426,23 @@ CoordinatorStats Coordinator::Stats() {
   }
   if (last_ended != nullptr) add(*last_ended);
   for (const auto& [id, w] : workers_) {
-    ++out.workers_by_state[w.info.state()];
-    if (!w.gone) out.workers.push_back({id, w.info.state(), w.last_seen});
+    const std::string state = WorkerStateLocked(w);
+    ++out.workers_by_state[state];
+    if (!w.gone) out.workers.push_back({id, state, w.last_seen});
   }
   return out;
 }
 
 tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest& req,
-                                                 const std::string& peer, std::string_view secret) {
+                                                 const std::string& peer, std::string_view secret,
+                                                 std::string_view certificate) {
   Lock lock(this);
   // The id: a retried registration's, the caller's own (with its secret), or a new one.
   std::string proposed;
   const std::string nonce = req.nonce().substr(0, kMaxNonceBytes);
   if (auto it = registration_ids_.find(nonce); !nonce.empty() && it != registration_ids_.end()) {
     proposed = it->second;
-  } else if (!req.worker_id().empty() && VerifyWorker(req.worker_id(), secret)) {
+  } else if (!req.worker_id().empty() && VerifyWorker(req.worker_id(), secret, certificate)) {
     proposed = req.worker_id();
   }
   WorkerRecord& w = AdoptWorkerLocked(proposed);
@@ -457,16 +464,18 @@ tagi::v1::RegisterResponse Coordinator::Register(const tagi::v1::RegisterRequest
   tagi::v1::RegisterResponse resp;
   resp.set_worker_id(id);
   resp.set_heartbeat_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat)));
-  resp.set_secret(WorkerSecret(id));
+  resp.set_secret(WorkerSecret(id, certificate));
   return resp;
 }
 
-bool Coordinator::VerifyWorker(std::string_view id, std::string_view secret) const {
-  return worker_key_.has_value() && !secret.empty() && worker_key_->Verify(id, secret);
+bool Coordinator::VerifyWorker(std::string_view id, std::string_view secret,
+                               std::string_view certificate) const {
+  return worker_key_.has_value() && !secret.empty() &&
+         worker_key_->Verify(id, secret, certificate);
 }
 
-std::string Coordinator::WorkerSecret(std::string_view id) const {
-  return worker_key_.has_value() ? worker_key_->SecretFor(id) : std::string();
+std::string Coordinator::WorkerSecret(std::string_view id, std::string_view certificate) const {
+  return worker_key_.has_value() ? worker_key_->SecretFor(id, certificate) : std::string();
 }
 
 absl::Status Coordinator::CheckMember(const std::string& worker, const std::string& job,
@@ -576,7 +585,7 @@ void Coordinator::ScheduleLocked() {
   }
   size_t idle_cpu = 0, idle_gpu = 0;
   for (const auto& [id, w] : workers_) {
-    if (w.gone || !w.checked_in || !w.job_id.empty()) continue;
+    if (!PlaceableLocked(w)) continue;
     ++(IsCudaDevice(w.info.device()) ? idle_gpu : idle_cpu);
   }
   if (idle_cpu + idle_gpu < min_cpu_world && idle_gpu < min_gpu_world) return;
@@ -623,11 +632,20 @@ std::vector<WorkerView> Coordinator::WorkerViewsLocked() {
   std::vector<WorkerView> views;
   views.reserve(workers_.size());
   for (const auto& [id, w] : workers_) {
-    views.push_back({id, !w.gone && w.checked_in && w.job_id.empty(), w.last_seen,
+    views.push_back({id, PlaceableLocked(w), w.last_seen,
                      IsCudaDevice(w.info.device()),
                      !w.gone && !w.checked_in && w.job_id.empty()});
   }
   return views;
+}
+
+bool Coordinator::PlaceableLocked(const WorkerRecord& w) {
+  return !w.gone && w.checked_in && w.job_id.empty() && !Excluded(w.strikes, clock_.Now());
+}
+
+std::string Coordinator::WorkerStateLocked(const WorkerRecord& w) {
+  if (!w.gone && w.job_id.empty() && Excluded(w.strikes, clock_.Now())) return "EXCLUDED";
+  return w.info.state();
 }
 
 void Coordinator::MaybeGrowLocked(JobRecord& r) {

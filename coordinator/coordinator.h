@@ -101,17 +101,19 @@ struct JobStats {
 };
 struct WorkerStats {
   std::string id;
-  std::string state;     // IDLE, BUSY
+  std::string state;     // IDLE, BUSY, EXCLUDED
   absl::Time last_seen;  // on the coordinator's clock
 };
 struct CoordinatorStats {
   std::map<tagi::v1::JobState, int> jobs_by_state;  // every job ever submitted
-  std::map<std::string, int> workers_by_state;      // IDLE, BUSY, GONE
+  std::map<std::string, int> workers_by_state;      // IDLE, BUSY, GONE, EXCLUDED
   // The running jobs, then the job that ended last (if any): bounded by the
   // number of workers, however long the coordinator runs.
   std::vector<JobStats> jobs;
   std::vector<WorkerStats> workers;  // those not gone
   uint64_t workers_failed = 0;       // sessions broken or heartbeats missed, ever
+  uint64_t worker_exclusions = 0;    // workers excluded from placement, ever
+  uint64_t progress_rejected = 0;    // progress reports with values no training produces
   uint64_t snapshots_stored = 0;
   uint64_t snapshots_rejected = 0;   // uploads refused, files skipped as corrupt
   uint64_t models_rejected = 0;      // model uploads refused (VerifyModelUpload)
@@ -199,17 +201,23 @@ class Coordinator {
   // `secret`: the credential the caller presented for req.worker_id (empty
   // when none): with a valid one the id is kept, otherwise a new one is
   // given. A Register repeating an earlier one's nonce gets its id.
+  // `certificate`: the name of the caller's client certificate under
+  // mutual TLS (empty without one): the secret given is bound to it
+  // (WorkerKey::SecretFor).
   tagi::v1::RegisterResponse Register(const tagi::v1::RegisterRequest& req,
-                                      const std::string& peer, std::string_view secret);
+                                      const std::string& peer, std::string_view secret,
+                                      std::string_view certificate = "");
   tagi::v1::RegisterResponse Register(const tagi::v1::RegisterRequest& req,
                                       const std::string& peer) {
     return Register(req, peer, "");
   }
-  // True when `secret` is the credential Register gave worker `id` (this
-  // coordinator or, with a state dir, an earlier one). Thread-safe.
-  bool VerifyWorker(std::string_view id, std::string_view secret) const;
+  // True when `secret` is the credential Register gave worker `id` over a
+  // connection with client certificate `certificate` (this coordinator or,
+  // with a state dir, an earlier one). Thread-safe.
+  bool VerifyWorker(std::string_view id, std::string_view secret,
+                    std::string_view certificate = "") const;
   // The credential of worker `id` (tests and tools that speak as a worker).
-  std::string WorkerSecret(std::string_view id) const;
+  std::string WorkerSecret(std::string_view id, std::string_view certificate = "") const;
   // OK when `worker` holds a rank in generation `gen` of running job `job`;
   // PermissionDenied (or the job's own error) otherwise.
   absl::Status CheckMember(const std::string& worker, const std::string& job, uint64_t gen);
@@ -395,6 +403,9 @@ class Coordinator {
     // False after its generation failed, until it asks for work again: a
     // worker that died with its group is not placed before it is heard.
     bool checked_in = true;
+    // Failed generations blamed on it; excluded from placement while
+    // Excluded(strikes, now) (membership.h).
+    WorkerStrikes strikes;
     // The asynchronous session's wake-up (OpenSession with `wake`); empty
     // for a blocking one.
     std::function<void()> wake;
@@ -437,6 +448,18 @@ class Coordinator {
   void StartGenerationLocked(JobRecord& r, const std::vector<std::string>& workers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseWorkerLocked(const std::string& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Generation `gen` of `r` failed, blamed on `w` (`why`): one more strike;
+  // an exclusion it starts is logged, counted and named in the job's reason.
+  void StrikeLocked(WorkerRecord& w, JobRecord& r, uint64_t gen, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A retryable FinishJob of generation `ranks` naming a suspect rank.
+  void BlameSuspectLocked(JobRecord& r, const tagi::v1::FinishJobRequest& req,
+                          const std::vector<std::string>& ranks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the worker can be placed now: live, asked for work, not in a
+  // job and not excluded.
+  bool PlaceableLocked(const WorkerRecord& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // IDLE, BUSY, GONE, or EXCLUDED (idle but not placed for a while).
+  std::string WorkerStateLocked(const WorkerRecord& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RunningJobLocked, and `worker` must hold a rank in that generation.
   absl::StatusOr<JobRecord*> RunningMemberLocked(const std::string& worker,
                                                  const std::string& job, uint64_t gen)
@@ -585,6 +608,8 @@ class Coordinator {
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t jobs_started_ ABSL_GUARDED_BY(mu_) = 0;  // generations formed, ever
   uint64_t workers_failed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t worker_exclusions_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t progress_rejected_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_stored_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t snapshots_rejected_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t models_rejected_ ABSL_GUARDED_BY(mu_) = 0;

@@ -11,6 +11,7 @@
 #include "common/job_spec.h"
 #include "common/status.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/progress_check.h"
 #include "worker/engine/model_file.h"
 
 namespace tagi::coordinator {
@@ -162,6 +163,20 @@ absl::StatusOr<tagi::v1::ProgressReply> Coordinator::ReportProgressLocked(
     return absl::PermissionDeniedError(absl::StrFormat(
         "worker %s is not rank %d of job %s", report.worker_id(), report.rank(), report.job_id()));
   }
+  if (const std::string wrong = ProgressProblem(report.progress(), rec.job.spec().epochs());
+      !wrong.empty()) {
+    // Its own doing: the generation ends, blamed on it.
+    ++progress_rejected_;
+    const std::string why = absl::StrFormat(
+        "rank %d (worker %s) reported progress no training produces: %s", report.rank(),
+        report.worker_id(), wrong);
+    if (rec.job.state() == tagi::v1::RUNNING && ApplyLocked(rec, RankFailed{why}).ok()) {
+      if (auto w = workers_.find(report.worker_id()); w != workers_.end()) {
+        StrikeLocked(w->second, rec, report.generation(), why);
+      }
+    }
+    return absl::InvalidArgumentError(why);
+  }
   tagi::v1::ProgressReply reply;
   switch (rec.job.state()) {
     case tagi::v1::CANCELLED:
@@ -283,6 +298,7 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
   JobRecord& rec = **r;
   if (rec.job.state() == tagi::v1::PENDING) {  // this generation failed; the job recovers
     NoteFailedAttemptLocked(req);
+    if (!req.ok() && req.retryable()) BlameSuspectLocked(rec, req, rec.previous_workers);
     return absl::AbortedError(absl::StrFormat("job %s generation %d is over: %s", req.job_id(),
                                               req.generation(), rec.job.reason()));
   }
@@ -293,10 +309,15 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
   }
   if (rec.job.state() == tagi::v1::RUNNING && !req.ok() && req.retryable()) {
     rec.max_reported_step = std::max<uint64_t>(rec.max_reported_step, req.progress().global_step());
-    return ApplyLocked(rec, RankFailed{absl::StrFormat("rank %d (worker %s): %s", req.rank(),
-                                                       req.worker_id(), Clip(req.reason()))});
+    const std::vector<std::string> ranks(rec.job.workers().begin(), rec.job.workers().end());
+    TAGI_RETURN_IF_ERROR(ApplyLocked(rec, RankFailed{absl::StrFormat(
+                                              "rank %d (worker %s): %s", req.rank(),
+                                              req.worker_id(), Clip(req.reason()))}));
+    BlameSuspectLocked(rec, req, ranks);
+    return absl::OkStatus();
   }
   rec.finished[req.rank()] = true;
+  if (req.ok() && w != workers_.end()) w->second.strikes = AfterGoodGeneration(w->second.strikes);
   ReleaseWorkerLocked(req.worker_id());
   if (rec.job.state() == tagi::v1::RUNNING) {
     if (!req.ok()) {
@@ -304,13 +325,38 @@ absl::Status Coordinator::FinishJob(const tagi::v1::FinishJobRequest& req) {
                                                   req.worker_id(), Clip(req.reason()))})
           .IgnoreError();  // RUNNING: it applies
     } else {
-      if (req.rank() == 0) *rec.job.mutable_progress() = MergedProgress(rec, req.progress());
+      if (req.rank() == 0) {
+        const std::string wrong = ProgressProblem(req.progress(), rec.job.spec().epochs());
+        if (wrong.empty()) {
+          *rec.job.mutable_progress() = MergedProgress(rec, req.progress());
+        } else {
+          ++progress_rejected_;  // the job keeps what it had
+          std::fprintf(stderr,
+                       "tagi-coordinator: job %s: the final progress of rank 0 (worker %s) is "
+                       "not kept: %s\n",
+                       req.job_id().c_str(), req.worker_id().c_str(), wrong.c_str());
+        }
+      }
       Changed(rec);
       MaybeSucceedLocked(rec);
     }
   }
   ScheduleLocked();
   return absl::OkStatus();
+}
+
+void Coordinator::BlameSuspectLocked(JobRecord& r, const tagi::v1::FinishJobRequest& req,
+                                     const std::vector<std::string>& ranks) {
+  if (!req.has_suspect_rank() || req.suspect_rank() == req.rank() ||
+      req.suspect_rank() >= ranks.size() || req.rank() >= ranks.size() ||
+      ranks[req.rank()] != req.worker_id()) {
+    return;
+  }
+  auto w = workers_.find(ranks[req.suspect_rank()]);
+  if (w == workers_.end()) return;
+  StrikeLocked(w->second, r, req.generation(),
+               absl::StrFormat("rank %d (worker %s) named rank %d (worker %s): %s", req.rank(),
+                               req.worker_id(), req.suspect_rank(), w->first, Clip(req.reason())));
 }
 
 void Coordinator::NoteFailedAttemptLocked(const tagi::v1::FinishJobRequest& req) {

@@ -259,8 +259,33 @@ void Coordinator::WorkerFailedLocked(WorkerRecord& w, const std::string& reason)
   JobRecord& r = job->second;
   const std::string why =
       absl::StrFormat("worker %s (rank %d) failed: %s", w.info.id(), w.assignment.rank(), reason);
+  const uint64_t gen = w.assignment.generation();
   // Not running (recovering, or ending): the worker just leaves it.
-  if (!ApplyLocked(r, RankFailed{why}).ok()) ReleaseWorkerLocked(w.info.id());
+  if (!ApplyLocked(r, RankFailed{why}).ok()) {
+    ReleaseWorkerLocked(w.info.id());
+    return;
+  }
+  StrikeLocked(w, r, gen, why);
+}
+
+void Coordinator::StrikeLocked(WorkerRecord& w, JobRecord& r, uint64_t gen,
+                               const std::string& why) {
+  const absl::Time now = clock_.Now();
+  const bool was = Excluded(w.strikes, now);
+  w.strikes = AfterStrike(w.strikes, absl::StrCat(r.job.id(), "/", gen), now);
+  if (was || !Excluded(w.strikes, now)) return;
+  ++worker_exclusions_;
+  ++epoch_;
+  const std::string text = absl::StrFormat(
+      "worker %s is not placed for %s: %d failed generations in a row were blamed on it (the "
+      "last: %s)",
+      w.info.id(), absl::FormatDuration(w.strikes.excluded_until - now), kStrikesBeforeExclusion,
+      why);
+  Log(text);
+  if (r.job.state() == tagi::v1::PENDING) {
+    r.job.set_reason(absl::StrCat(r.job.reason(), "; ", text));
+    Changed(r);
+  }
 }
 
 void Coordinator::ChooseResumeLocked(JobRecord& r) {
@@ -407,6 +432,14 @@ void Coordinator::AcceptSnapshotLocked(JobRecord& rec, uint64_t step, uint64_t e
   rec.job.set_snapshot_step(step);
   rec.job.set_snapshot_time_ms(NowMs());
   rec.job.set_snapshot_bytes(bytes->size());
+  if (rec.job.state() == tagi::v1::RUNNING) {
+    // The generation trained: what was blamed on its workers is forgiven.
+    for (const std::string& id : rec.job.workers()) {
+      if (auto w = workers_.find(id); w != workers_.end()) {
+        w->second.strikes = AfterGoodGeneration(w->second.strikes);
+      }
+    }
+  }
   Changed(rec);
   QueueSnapshotWriteLocked(rec, step, std::move(bytes));
 }

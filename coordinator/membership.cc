@@ -215,6 +215,27 @@ absl::Duration RestartDelay(int quick_failures) {
   return std::min(d, kMaxRestartBackoff);
 }
 
+WorkerStrikes AfterStrike(const WorkerStrikes& s, const std::string& generation,
+                          absl::Time now) {
+  if (generation == s.last) return s;  // one strike per generation
+  WorkerStrikes next = s;
+  next.last = generation;
+  if (++next.in_a_row < kStrikesBeforeExclusion) return next;
+  absl::Duration d = kExclusionBase;
+  for (int i = 0; i < s.exclusions && d < kMaxExclusion; ++i) d *= 2;
+  next.excluded_until = now + std::min(d, kMaxExclusion);
+  next.in_a_row = 0;
+  ++next.exclusions;
+  return next;
+}
+
+WorkerStrikes AfterGoodGeneration(const WorkerStrikes& s) {
+  WorkerStrikes next = s;
+  next.in_a_row = 0;
+  next.exclusions = 0;
+  return next;
+}
+
 std::vector<std::string> GoneWorkersToForget(std::vector<GoneWorkerView> gone,
                                              const MembershipOptions& options) {
   std::vector<std::string> out;

@@ -94,6 +94,35 @@ inline constexpr absl::Duration kRestartBackoffBase = absl::Milliseconds(500);
 inline constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(60);
 absl::Duration RestartDelay(int quick_failures);
 
+// Workers that keep ending generations. A failed generation is blamed on
+// a worker when it is gone while holding a rank (its session broke, its
+// heartbeats stopped) or when a peer's collective named its rank
+// (FinishJobRequest.suspect_rank: its link broke mid-call, its call was
+// out of step); at most once per generation. After
+// kStrikesBeforeExclusion such generations in a row (a generation it was in
+// that took a snapshot or finished clears the count) it is not placed for
+// kExclusionBase, doubling with each exclusion in a row up to
+// kMaxExclusion: a broken host cannot burn a job's restarts, nor keep
+// re-forming its peers' generations. Exclusion contains a broken worker, not
+// an attacker who can register new identities (the join token and client
+// certificates decide who may).
+inline constexpr int kStrikesBeforeExclusion = 3;
+inline constexpr absl::Duration kExclusionBase = absl::Seconds(30);
+inline constexpr absl::Duration kMaxExclusion = absl::Minutes(10);
+struct WorkerStrikes {
+  int in_a_row = 0;    // failed generations blamed on it since its last good one
+  int exclusions = 0;  // exclusions since its last good generation
+  absl::Time excluded_until = absl::InfinitePast();
+  std::string last;    // the generation ("job/gen") of the last strike
+};
+// The worker's strikes after generation `generation` ("job/gen") failed
+// blamed on it; `now` starts an exclusion when this strike completes one.
+WorkerStrikes AfterStrike(const WorkerStrikes& s, const std::string& generation,
+                          absl::Time now);
+// After a generation it was in took a snapshot or finished.
+WorkerStrikes AfterGoodGeneration(const WorkerStrikes& s);
+inline bool Excluded(const WorkerStrikes& s, absl::Time now) { return now < s.excluded_until; }
+
 std::vector<Placement> DecidePlacements(absl::Time now,
                                         const std::vector<PendingJobView>& queue,
                                         const std::vector<WorkerView>& workers,

@@ -54,9 +54,10 @@ void ObserveRendezvous(const CoordinatorStats& stats, MetricsState& state)
 void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Registry& reg) {
   auto& workers = prometheus::BuildGauge()
                       .Name("tagi_coordinator_workers")
-                      .Help("Registered workers by state (idle, busy, gone).")
+                      .Help("Registered workers by state (idle, busy, gone, excluded: idle "
+                            "but not placed for a while).")
                       .Register(reg);
-  for (const char* s : {"IDLE", "BUSY", "GONE"}) {
+  for (const char* s : {"IDLE", "BUSY", "GONE", "EXCLUDED"}) {
     auto it = stats.workers_by_state.find(s);
     workers.Add({{"state", Lower(s)}}).Set(it == stats.workers_by_state.end() ? 0 : it->second);
   }
@@ -142,6 +143,20 @@ void AddSnapshot(const CoordinatorStats& stats, absl::Time now, prometheus::Regi
       .Register(reg)
       .Add({})
       .Increment(static_cast<double>(stats.workers_failed));
+  prometheus::BuildCounter()
+      .Name("tagi_coordinator_worker_exclusions_total")
+      .Help("Workers excluded from placement for a while after several failed generations in "
+            "a row were blamed on them.")
+      .Register(reg)
+      .Add({})
+      .Increment(static_cast<double>(stats.worker_exclusions));
+  prometheus::BuildCounter()
+      .Name("tagi_coordinator_progress_rejected_total")
+      .Help("Progress reports refused (and final progress not kept) for values no training "
+            "produces: a NaN, an accuracy above 1, an epoch past the job's last.")
+      .Register(reg)
+      .Add({})
+      .Increment(static_cast<double>(stats.progress_rejected));
   auto& snapshots = prometheus::BuildCounter()
                         .Name("tagi_coordinator_snapshots_total")
                         .Help("Snapshots stored, and refused or skipped as corrupt.")

@@ -40,6 +40,19 @@ std::string Metadata(const grpc::ServerContextBase& ctx, const char* key) {
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
+// The name of the client certificate the connection was authenticated with
+// under mutual TLS (its subject alternative names, else its common name, as
+// gRPC reports the peer's identity); empty without one.
+std::string ClientCertificateName(const grpc::ServerContextBase& ctx) {
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  std::string name;
+  for (const grpc::string_ref& part : auth->GetPeerIdentity()) {
+    absl::StrAppend(&name, name.empty() ? "" : ",", absl::string_view(part.data(), part.size()));
+  }
+  return name;
+}
+
 // Logs the refusal (through `log` when set: at most one line per client
 // host and reason per minute) and answers UNAUTHENTICATED.
 grpc::Status Refuse(const grpc::ServerContextBase& ctx, RefusalLog* log, const char* rpc,
@@ -247,7 +260,8 @@ grpc::Status ClusterService::Register(grpc::ServerContext* ctx,
   TAGI_CHECK_PROTOCOL(ctx, "Cluster.Register");
   // A re-registration keeps its id only with that id's credentials.
   const bool own = Metadata(*ctx, kWorkerIdMetadataKey) == req->worker_id();
-  *resp = c_.Register(*req, ctx->peer(), own ? Metadata(*ctx, kWorkerSecretMetadataKey) : "");
+  *resp = c_.Register(*req, ctx->peer(), own ? Metadata(*ctx, kWorkerSecretMetadataKey) : "",
+                      ClientCertificateName(*ctx));
   return grpc::Status::OK;
 }
 
@@ -261,7 +275,7 @@ absl::StatusOr<std::string> ClusterService::CallingWorker(const grpc::ServerCont
                                  "this call needs the worker credentials Register returned "
                                  "(\"tagi-worker-id\" and \"tagi-worker-secret\" metadata)"));
   }
-  if (!c_.VerifyWorker(id, secret)) {
+  if (!c_.VerifyWorker(id, secret, ClientCertificateName(ctx))) {
     return FromGrpcStatus(Refuse(ctx, refusals_, rpc, "invalid worker credentials",
                                  "the worker credentials are not valid: register again"));
   }

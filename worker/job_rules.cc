@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "worker/collective/collective.h"
 
 namespace tagi {
 
@@ -78,6 +79,10 @@ JobOutcome ClassifyAttemptEnd(const AttemptEnd& end) {
                     absl::IsAborted(st);
     // The job's own words: its file's field names (data.trainImages, ...).
     out.reason = JobFileFieldNames(st.message());
+    if (out.retryable && end.in_group) {
+      const std::optional<int> peer = PeerRankOf(st);
+      if (peer.has_value() && *peer != end.rank) out.suspect_rank = peer;
+    }
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -48,6 +49,9 @@ struct JobOutcome {
   bool cancelled = false;
   bool retryable = false;  // the group failed, not the job
   std::string reason;
+  // A retryable failure that a peer caused, as its collective named it
+  // (PeerRankOf): that peer's rank.
+  std::optional<int> suspect_rank;
 };
 struct AttemptEnd {
   absl::Status status;          // what the attempt returned
@@ -56,6 +60,7 @@ struct AttemptEnd {
   bool aborted = false;         // the coordinator (or the rank itself) aborted the attempt
   std::string abort_reason;
   bool in_group = false;        // the group had formed before it ended
+  int rank = -1;                // this rank
 };
 // A cancelled attempt (Cancelled) is the job's end only when this rank was
 // told to cancel and is not shutting down; one that stopped only because it
@@ -63,6 +68,8 @@ struct AttemptEnd {
 // aborted attempt, and any failure
 // after the group formed (a peer died, the coordinator went away), is the
 // group's: retryable. Before the group formed only a broken connection is.
+// A retryable failure that the collective attributed to a peer (not an
+// abort, a cancel, or this rank itself) names that peer.
 JobOutcome ClassifyAttemptEnd(const AttemptEnd& end);
 
 // What the agent does after a failed Rendezvous.

@@ -171,10 +171,15 @@ Snapshot SnapshotHeader(const Assignment& a, const engine::Engine& model, const 
 }
 
 // `model_header`: EncodeModelHeader of the model and its preprocessing.
+// `so_far`: the epoch before `at` (zero at an epoch's start).
 absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model,
-                                      const Cursor& at, const std::string& model_header) {
+                                      const Cursor& at, const EpochSoFar& so_far,
+                                      const std::string& model_header) {
   Snapshot s = SnapshotHeader(a, model, at);
   s.model_header = model_header;
+  s.epoch_micros = static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(so_far.time)));
+  s.epoch_correct = so_far.correct;
+  s.epoch_samples = so_far.samples;
   s.parameters.resize(2 * model.num_parameters());  // the arena [mu N][var N]
   TAGI_RETURN_IF_ERROR(model.ReadParameters(s.parameters));
   s.state.resize(model.num_state());  // e.g. running statistics
@@ -185,8 +190,9 @@ absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model
 // Rank 0 offers a snapshot; one that cannot be read from the device is
 // skipped with a log line (the next step would fail on that device anyway).
 void OfferSnapshot(SnapshotUploader& uploader, const Assignment& a, engine::Engine& model,
-                   const Cursor& at, const std::string& model_header, AttemptControl& control) {
-  absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, at, model_header);
+                   const Cursor& at, const EpochSoFar& so_far, const std::string& model_header,
+                   AttemptControl& control) {
+  absl::StatusOr<Snapshot> s = TakeSnapshot(a, model, at, so_far, model_header);
   if (!s.ok()) {
     control.Log(absl::StrFormat("snapshot at epoch %d step %d skipped: %s",
                                 static_cast<int>(at.epoch), static_cast<int>(at.step),
@@ -261,10 +267,12 @@ std::string ResumeMismatch(const Snapshot& s, const Assignment& a, const engine:
 }
 
 // Downloads the generation's snapshot and loads it into the model after
-// checking that it is the one announced and fits this job exactly.
+// checking that it is the one announced and fits this job exactly. `before`:
+// the epoch's training before the cursor; its counts are rank 0's, so the
+// other ranks take its time only.
 absl::Status RestoreSnapshot(CoordinatorApi& client, const std::string& worker_id,
                              const Assignment& a, engine::Engine& model, const Trainer& trainer,
-                             size_t num_samples, Cursor* at) {
+                             size_t num_samples, Cursor* at, EpochSoFar* before) {
   tagi::v1::DownloadSnapshotRequest req;
   req.set_worker_id(worker_id);
   req.set_job_id(a.job_id());
@@ -284,6 +292,12 @@ absl::Status RestoreSnapshot(CoordinatorApi& client, const std::string& worker_i
   TAGI_RETURN_IF_ERROR(model.WriteParameters(s.parameters));
   TAGI_RETURN_IF_ERROR(model.WriteState(s.state));
   *at = {s.epoch, s.step, s.offset, s.global_step};
+  before->time = absl::Microseconds(static_cast<int64_t>(
+      std::min<uint64_t>(s.epoch_micros, uint64_t{1} << 62)));
+  if (a.rank() == 0) {
+    before->correct = s.epoch_correct;
+    before->samples = s.epoch_samples;
+  }
   return absl::OkStatus();
 }
 
@@ -310,7 +324,7 @@ class AttemptRun {
  private:
   absl::Status LoadAndBuild();
   TrainerOptions TrainerOptionsFor();
-  absl::Status TrainEpochs(Trainer& trainer, const Cursor& start);
+  absl::Status TrainEpochs(Trainer& trainer, const Cursor& start, const EpochSoFar& before);
   // After each step: progress, rank 0's snapshot, metrics.
   void OnStep(const Trainer& trainer, const Cursor& at, size_t done, size_t to_do,
               absl::Duration elapsed);
@@ -346,6 +360,7 @@ absl::Status AttemptRun::Run(bool* in_group) {
   const absl::Time group_start = clock_.Now();
   if (NeedsGroup(a_)) {
     TAGI_ASSIGN_OR_RETURN(collective_, JoinGroup(store_, a_, options_, device_));
+    if (options_.wrap_collective) collective_ = options_.wrap_collective(std::move(collective_));
   }
   // The session may call Abort() until this scope ends: lend it the
   // collective now and take it back before the collective is destroyed.
@@ -357,9 +372,10 @@ absl::Status AttemptRun::Run(bool* in_group) {
 
   Trainer trainer(spec_, *model_, *data_, clock_, TrainerOptionsFor());
   Cursor start;
+  EpochSoFar before;  // the first epoch's training before `start`
   if (a_.resume()) {
     TAGI_RETURN_IF_ERROR(RestoreSnapshot(client_, options_.worker_id, a_, *model_, trainer,
-                                         data_->data.train.num_samples, &start));
+                                         data_->data.train.num_samples, &start, &before));
   }
   TAGI_ASSIGN_OR_RETURN(const uint64_t fingerprint, model_->ParameterFingerprint());
   TAGI_RETURN_IF_ERROR(
@@ -376,7 +392,7 @@ absl::Status AttemptRun::Run(bool* in_group) {
       a_.rank(), a_.world_size(), options_.worker_id,
       a_.resume() ? absl::StrCat("resumes at step ", start.global_step) : "starts at step 0",
       progress_.data_seconds(), progress_.model_seconds(), progress_.group_seconds()));
-  TAGI_RETURN_IF_ERROR(TrainEpochs(trainer, start));
+  TAGI_RETURN_IF_ERROR(TrainEpochs(trainer, start, before));
   if (collective_ != nullptr) DepartTogether(store_, a_, options_.connect_timeout);
   if (a_.rank() == 0) return UploadFinalModel(trainer);
   return absl::OkStatus();
@@ -412,7 +428,8 @@ TrainerOptions AttemptRun::TrainerOptionsFor() {
   return topt;
 }
 
-absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
+absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start,
+                                     const EpochSoFar& before) {
   const size_t steps = trainer.steps_per_epoch();
   // Under this generation's world: the rest of its first epoch, then whole
   // epochs (for a fixed world, steps * epochs).
@@ -437,7 +454,9 @@ absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
                       global + done};
       OnStep(trainer, at, done, to_do, elapsed);
     };
-    TAGI_ASSIGN_OR_RETURN(const EpochMetrics m, trainer.RunEpoch(e, first_offset, on_step));
+    TAGI_ASSIGN_OR_RETURN(const EpochMetrics m,
+                          trainer.RunEpoch(e, first_offset, on_step,
+                                           first_epoch ? before : EpochSoFar{}));
     global += m.steps;
     FillEpoch(m, progress_.add_epochs());
     // Short epochs would flood the log: a line a second at most, and the last.
@@ -453,7 +472,8 @@ absl::Status AttemptRun::TrainEpochs(Trainer& trainer, const Cursor& start) {
     // only once it holds the metrics of the epochs before it.
     control_.SetProgressNow(progress_);
     if (snapshots_.has_value()) {
-      OfferSnapshot(*snapshots_, a_, *model_, {e + 1, 0, 0, global}, model_header_, control_);
+      OfferSnapshot(*snapshots_, a_, *model_, {e + 1, 0, 0, global}, EpochSoFar{}, model_header_,
+                    control_);
       HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
     }
     control_.SetProgress(progress_);
@@ -497,7 +517,7 @@ void AttemptRun::OnStep(const Trainer& trainer, const Cursor& at, size_t done, s
     last_publish_ = now;
   }
   if (snapshot) {
-    OfferSnapshot(*snapshots_, a_, *model_, at, model_header_, control_);
+    OfferSnapshot(*snapshots_, a_, *model_, at, trainer.so_far(), model_header_, control_);
     HoldWhileCoordinatorLost(*snapshots_, control_, options_.collective_timeout);
   }
   if (options_.metrics != nullptr) {
@@ -547,6 +567,7 @@ JobOutcome RunAssignment(CoordinatorApi& client, const JobRunnerOptions& options
   end.told_to_stop = control.stop_vote.load();
   end.aborted = control.aborted(&end.abort_reason);
   end.in_group = in_group;
+  end.rank = static_cast<int>(a.rank());
   const JobOutcome out = ClassifyAttemptEnd(end);
   tagi::v1::FinishJobRequest fin;
   fin.set_worker_id(options.worker_id);
@@ -556,6 +577,7 @@ JobOutcome RunAssignment(CoordinatorApi& client, const JobRunnerOptions& options
   fin.set_ok(out.ok);
   fin.set_reason(out.reason);
   fin.set_retryable(out.retryable);
+  if (out.suspect_rank.has_value()) fin.set_suspect_rank(static_cast<uint32_t>(*out.suspect_rank));
   *fin.mutable_progress() = progress;
   (void)client.FinishJob(fin);  // a lost reply is covered by the session
   return out;

@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "tagi/v1/cluster.pb.h"
 #include "worker/attempt.h"
+#include "worker/collective/collective.h"
 #include "worker/coordinator_api.h"
 #include "worker/data/loader.h"
 #include "worker/job_rules.h"
@@ -69,6 +70,9 @@ struct JobRunnerOptions {
   // Job data is read only under these directories (tagi-worker
   // --data-root; data/data_roots.h); empty: anywhere (in-process tests).
   std::vector<std::string> data_roots;
+  // Wraps the group's collective once it formed; empty in the binaries.
+  // Hostile tests make a rogue rank with it (tests/hostile/rogue_worker.cc).
+  std::function<std::unique_ptr<Collective>(std::unique_ptr<Collective>)> wrap_collective;
 };
 
 // Runs the assignment to its end and reports it with FinishJob.

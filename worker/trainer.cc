@@ -412,24 +412,31 @@ absl::Status Trainer::StepAt(uint64_t epoch, size_t offset) {
 }
 
 absl::StatusOr<EpochMetrics> Trainer::RunEpoch(uint64_t epoch, size_t first_offset,
-                                               const ProgressFn& progress) {
+                                               const ProgressFn& progress,
+                                               const EpochSoFar& before) {
   EpochMetrics m;
   m.epoch = epoch;
   sigma_v_ = SigmaVAtEpoch(spec_.noise(), epoch);
   m.sigma_v = sigma_v_;
   correct_ = 0;
+  so_far_ = before;
   const absl::Time start = clock_.Now();
   const size_t steps = sampler_.StepsFrom(first_offset);
   for (size_t k = 0; k < steps; ++k) {
     if (auto st = StepAt(epoch, first_offset + k * sampler_.global_batch()); !st.ok()) return st;
-    if (progress) progress(epoch, k + 1, steps, clock_.Now() - start);
+    const absl::Duration elapsed = clock_.Now() - start;
+    so_far_ = {before.time + elapsed, before.correct + correct_,
+               before.samples + (k + 1) * spec_.batch_size()};
+    if (progress) progress(epoch, k + 1, steps, elapsed);
   }
+  so_far_ = {before.time + (clock_.Now() - start), before.correct + correct_,
+             before.samples + steps * spec_.batch_size()};
   m.steps = steps;
-  m.samples = m.steps * spec_.batch_size();
-  m.seconds = absl::ToDoubleSeconds(clock_.Now() - start);
+  m.samples = so_far_.samples;
+  m.seconds = absl::ToDoubleSeconds(so_far_.time);
   m.samples_per_second = m.seconds > 0 ? static_cast<double>(m.samples) / m.seconds : 0.0;
   if (m.samples > 0) {
-    m.train_accuracy = static_cast<double>(correct_) / static_cast<double>(m.samples);
+    m.train_accuracy = static_cast<double>(so_far_.correct) / static_cast<double>(m.samples);
   }
   auto test = Evaluate();
   if (!test.ok()) return test.status();

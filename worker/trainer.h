@@ -82,6 +82,18 @@ struct EvalMetrics {
   double mean_std = 0.0;
 };
 
+// An epoch's training before a resume point, as a snapshot carries it:
+// its time (summed over the generations that ran it) and this rank's
+// correct training predictions out of the samples it counted.
+struct EpochSoFar {
+  absl::Duration time;
+  uint64_t correct = 0;
+  uint64_t samples = 0;
+};
+
+// Of one RunEpoch. `steps` are the steps this call ran; `samples`,
+// `seconds` and `train_accuracy` cover the whole epoch, the EpochSoFar it
+// resumed after included.
 struct EpochMetrics {
   uint64_t epoch = 0;     // 0-based
   size_t steps = 0;
@@ -140,8 +152,14 @@ class Trainer {
   // reached under another world: data/sampler.h "Elastic jobs") to the
   // epoch's end, then evaluates on the test split. A failing collective or
   // an agreed stop ends the epoch with that status (Cancelled for a stop).
+  // `before`: the epoch's training before first_offset (a resumed
+  // generation's snapshot says what it was).
   absl::StatusOr<EpochMetrics> RunEpoch(uint64_t epoch, size_t first_offset,
-                                        const ProgressFn& progress);
+                                        const ProgressFn& progress,
+                                        const EpochSoFar& before = {});
+  // The running epoch so far, `before` included: read from RunEpoch's
+  // progress callback (a snapshot taken there carries it).
+  const EpochSoFar& so_far() const { return so_far_; }
   // One step: exposed for tests and benchmarks. Step(e, s) is
   // StepAt(e, s * global_batch()).
   absl::Status Step(uint64_t epoch, size_t step);
@@ -190,6 +208,7 @@ class Trainer {
   std::vector<float> targets_;
   std::vector<float> probs_;
   size_t correct_ = 0;  // training predictions of the running epoch
+  EpochSoFar so_far_;
   const WirePrecision wire_;
   std::unique_ptr<OverlappedReduce> overlap_;
 };

@@ -274,6 +274,48 @@ std::vector<float> TrainSingle(const JobSpec& spec, const data::LoadedData& data
   return Params(engine.model());
 }
 
+// An epoch resumed mid-way (a new generation, from a snapshot) reports the
+// whole epoch: the training accuracy over all its samples, the same as the
+// uninterrupted epoch's, and the time spent before the resume point too.
+TEST(ResumedEpoch, ReportsTheWholeEpochFromWhatItCarries) {
+  const JobSpec spec = Spec(16, JobSpec::SUM);
+  const data::LoadedData data = MakeData();
+  constexpr size_t kCut = 20;  // of 50 steps
+  RealClock clock;
+  auto first_model = MakeModel(spec);
+  ASSERT_NE(first_model, nullptr);
+  engine::CpuEngine first(std::move(first_model));
+  Trainer whole(spec, first, data, clock, TrainerOptions{});
+  std::vector<float> params(2 * first.num_parameters()), state(first.num_state());
+  EpochSoFar at_cut;
+  auto uninterrupted = whole.RunEpoch(0, 0, [&](uint64_t, size_t done, size_t, absl::Duration) {
+    if (done != kCut) return;
+    ASSERT_TRUE(first.ReadParameters(params).ok());
+    ASSERT_TRUE(first.ReadState(state).ok());
+    at_cut = whole.so_far();
+  });
+  ASSERT_TRUE(uninterrupted.ok()) << uninterrupted.status();
+  EXPECT_EQ(at_cut.samples, kCut * 16);
+  EXPECT_GT(at_cut.correct, 0u);
+
+  auto second_model = MakeModel(spec);
+  ASSERT_NE(second_model, nullptr);
+  engine::CpuEngine second(std::move(second_model));
+  ASSERT_TRUE(second.WriteParameters(params).ok());
+  ASSERT_TRUE(second.WriteState(state).ok());
+  Trainer resumed(spec, second, data, clock, TrainerOptions{});
+  EpochSoFar carried = at_cut;
+  carried.time += absl::Seconds(7);  // the first generation's epoch was slow
+  auto rest = resumed.RunEpoch(0, kCut * 16, {}, carried);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(rest->steps, kSteps - kCut);
+  EXPECT_EQ(rest->samples, uninterrupted->samples);
+  EXPECT_EQ(rest->train_accuracy, uninterrupted->train_accuracy);
+  EXPECT_EQ(rest->test.accuracy, uninterrupted->test.accuracy);
+  EXPECT_GE(rest->seconds, 7.0);
+  EXPECT_EQ(Params(second.model()), Params(first.model()));
+}
+
 enum class Backend { kInProcess, kGloo, kRing };
 
 std::string BackendName(Backend b) {

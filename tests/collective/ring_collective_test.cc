@@ -286,10 +286,17 @@ TEST_F(RingTest, DestroyedPeerFailsTheOthersBeforeTheirTimeout) {
     });
     members[world - 1].reset();  // mid-way: before or while the others wait
     survivors.join();
+    int named = 0;
     for (int r = 0; r + 1 < world; ++r) {
       EXPECT_TRUE(absl::IsAborted(status[r]) || absl::IsUnavailable(status[r])) << status[r];
       EXPECT_LT(took[r], kPrompt);
+      // A survivor that saw the link close names the rank that closed it.
+      if (const auto peer = PeerRankOf(status[r]); peer.has_value()) {
+        EXPECT_EQ(*peer, world - 1) << status[r];
+        ++named;
+      }
     }
+    EXPECT_GT(named, 0) << "no survivor named the destroyed rank";
   }
 }
 
@@ -351,6 +358,9 @@ TEST_F(RingTest, MismatchedCallsFailInsteadOfMixingData) {
   EXPECT_TRUE(absl::IsFailedPrecondition(status[0]) || absl::IsFailedPrecondition(status[1]))
       << status[0] << " / " << status[1];
   EXPECT_FALSE(status[0].ok() || status[1].ok());
+  for (int r = 0; r < 2; ++r) {  // out of step: the predecessor is named
+    if (absl::IsFailedPrecondition(status[r])) EXPECT_EQ(PeerRankOf(status[r]), 1 - r);
+  }
 
   Members again = Connect(2, "again/");
   ASSERT_EQ(again.size(), 2u);

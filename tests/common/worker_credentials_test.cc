@@ -29,6 +29,20 @@ TEST(WorkerKey, SecretsAreBoundToTheirIdAndTheKey) {
   EXPECT_EQ(again->SecretFor("w-1"), secret);
 }
 
+// Under mutual TLS the secret is bound to the certificate's name too.
+TEST(WorkerKey, ASecretBoundToACertificateNeedsThatCertificate) {
+  auto key = WorkerKey::Generate();
+  ASSERT_TRUE(key.ok()) << key.status();
+  const std::string bound = key->SecretFor("w-1", "host-a");
+  EXPECT_NE(bound, key->SecretFor("w-1"));
+  EXPECT_TRUE(key->Verify("w-1", bound, "host-a"));
+  EXPECT_FALSE(key->Verify("w-1", bound, "host-b"));
+  EXPECT_FALSE(key->Verify("w-1", bound));  // without a certificate
+  EXPECT_FALSE(key->Verify("w-1", key->SecretFor("w-1"), "host-a"));
+  // An id can not smuggle a certificate name in.
+  EXPECT_FALSE(key->Verify("w-1\ncert:host-a", bound));
+}
+
 TEST(WorkerKey, FromHexRefusesAnythingButThirtyTwoBytesOfHex) {
   for (const std::string& bad : {std::string(), std::string(63, 'a'), std::string(65, 'a'),
                                  std::string(63, 'a') + "g", std::string(64, ' ')}) {

@@ -1,9 +1,11 @@
 // Failures and recovery in the Coordinator: sessions, failed generations,
 // placement of the next one, snapshots and restarts from the state dir.
 // FakeClock only; nothing sleeps.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/snapshot.h"
 #include "coordinator_harness.h"
@@ -20,6 +22,21 @@ std::string SnapshotBytes(const std::string& job, uint64_t global_step, float fi
 
 class RecoveryTest : public CoordinatorTest {
  protected:
+  // Rank `rank` of generation `gen` saw its ring break, naming `suspect`.
+  absl::Status FinishNaming(const std::string& job, const std::string& worker, uint32_t rank,
+                            uint64_t gen, uint32_t suspect) {
+    tagi::v1::FinishJobRequest req;
+    req.set_worker_id(worker);
+    req.set_job_id(job);
+    req.set_generation(gen);
+    req.set_rank(rank);
+    req.set_ok(false);
+    req.set_retryable(true);
+    req.set_reason(absl::StrFormat("successor rank %d closed its link in the middle of a call",
+                                   suspect));
+    req.set_suspect_rank(suspect);
+    return coord().FinishJob(req);
+  }
   absl::Status FinishRetryable(const std::string& job, const std::string& worker, uint32_t rank,
                                uint64_t gen, const std::string& reason = "the ring broke") {
     tagi::v1::FinishJobRequest req;
@@ -511,6 +528,152 @@ TEST_F(RecoveryTest, RanksReconnectingToARestartedCoordinatorArePlacedOnlyOnceTh
   EXPECT_TRUE(a.resume());
   EXPECT_EQ(a.resume_global_step(), 40u);
   coord().FlushState();  // before the state dir goes
+}
+
+// A worker that keeps ending generations (its peers' collectives name it)
+// is not placed for a while; the job goes on with a spare and says why.
+TEST_F(RecoveryTest, AWorkerBlamedForThreeFailedGenerationsInARowIsNotPlacedForAWhile) {
+  CoordinatorOptions o = Options(3);
+  o.membership.worker_timeout = absl::Hours(1);  // the clock jumps past the exclusion
+  Start(o);
+  const std::string job = Submit(2);
+  auto w = RegisterN(2);  // w-1, w-2 run the job
+  for (uint64_t gen = 1; gen <= 3; ++gen) {
+    const tagi::v1::Job j = GetJob(job);
+    ASSERT_EQ(j.state(), tagi::v1::RUNNING);
+    ASSERT_EQ(j.generation(), gen);
+    ASSERT_EQ(j.workers(1), w[1]);  // the suspect keeps its rank while it may be placed
+    const absl::Status named = FinishNaming(job, w[0], 0, gen, 1);
+    ASSERT_TRUE(named.ok()) << named;
+    // A late report of the same generation naming the same rank: no second strike.
+    EXPECT_TRUE(absl::IsAborted(FinishNaming(job, j.workers(0), 0, gen, 1)));
+    EXPECT_EQ(Worker(w[1]).state(), gen < 3 ? "IDLE" : "EXCLUDED");
+    ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());
+    ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
+  }
+  EXPECT_EQ(State(job), tagi::v1::PENDING);  // w-2 is not placed
+  // A spare arrives: generation 4 runs on the survivor and the spare.
+  w.push_back(Register());
+  tagi::v1::Job j = GetJob(job);
+  ASSERT_EQ(j.state(), tagi::v1::RUNNING);
+  EXPECT_EQ(j.generation(), 4u);
+  EXPECT_THAT(std::vector<std::string>(j.workers().begin(), j.workers().end()),
+              ::testing::ElementsAre(w[0], w[2]));
+  EXPECT_EQ(Worker(w[0]).state(), "BUSY");  // the one that named it is not blamed
+  EXPECT_EQ(Worker(w[1]).state(), "EXCLUDED");
+  ASSERT_EQ(j.recoveries_size(), 3);
+  const CoordinatorStats stats = coord().Stats();
+  EXPECT_EQ(stats.worker_exclusions, 1u);
+  EXPECT_EQ(stats.workers_by_state.at("EXCLUDED"), 1);
+
+  // While excluded it is not placed, even for a job that waits for it.
+  const std::string other = Submit(1);
+  coord().Tick();
+  EXPECT_EQ(State(other), tagi::v1::PENDING);
+  clock_.Advance(kExclusionBase);
+  coord().Tick();
+  EXPECT_EQ(State(other), tagi::v1::RUNNING);
+  EXPECT_EQ(GetJob(other).workers(0), w[1]);
+}
+
+TEST_F(RecoveryTest, TheJobSaysWhichWorkerItNoLongerPlaces) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  for (uint64_t gen = 1; gen <= 3; ++gen) {
+    ASSERT_EQ(GetJob(job).generation(), gen);
+    ASSERT_TRUE(FinishNaming(job, w[0], 0, gen, 1).ok());
+    ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());
+    ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
+  }
+  const tagi::v1::Job j = GetJob(job);
+  EXPECT_EQ(j.state(), tagi::v1::PENDING);  // no spare: it waits
+  EXPECT_THAT(j.reason(), HasSubstr("worker w-2 is not placed for 30s: 3 failed generations in "
+                                    "a row were blamed on it (the last: rank 0 (worker w-1) "
+                                    "named rank 1 (worker w-2)"));
+}
+
+TEST_F(RecoveryTest, StrikesComeFromGoneRanksAndPeersNamingThemAndAreClearedByASnapshot) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  // Generation 1: w-2's session breaks (a strike).
+  const uint64_t t = Open(w[1]);
+  coord().CloseSession(w[1], t, "connection lost");
+  ASSERT_EQ(State(job), tagi::v1::PENDING);
+  (void)Open(w[1]);  // it comes back
+  ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
+  // Generation 2: named by rank 0 (a second strike). A report naming
+  // itself, a rank past the world, or by a worker not holding the rank is
+  // not counted.
+  ASSERT_EQ(GetJob(job).generation(), 2u);
+  EXPECT_TRUE(absl::IsPermissionDenied(FinishNaming(job, w[1], 0, 2, 1)));
+  ASSERT_TRUE(FinishNaming(job, w[0], 0, 2, 1).ok());
+  (void)FinishNaming(job, w[1], 1, 2, 1);
+  (void)FinishNaming(job, w[1], 1, 2, 7);
+  ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
+  // Generation 3 takes a snapshot: the strikes are cleared.
+  ASSERT_EQ(GetJob(job).generation(), 3u);
+  ASSERT_TRUE(coord().UploadSnapshot(w[0], job, 3, 10, SnapshotBytes(job, 10)).ok());
+  ASSERT_TRUE(FinishNaming(job, w[0], 0, 3, 1).ok());
+  ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(FinishNaming(job, w[0], 0, 4, 1).ok());
+  EXPECT_EQ(Worker(w[1]).state(), "IDLE");  // 2 in a row since the snapshot: still placed
+  EXPECT_EQ(coord().Stats().worker_exclusions, 0u);
+}
+
+// A rank reporting what no training produces (here a test accuracy of
+// 1.7 from rank 0) is refused: its generation ends, blamed on it, and the
+// job never shows the value. A final progress like it is not kept.
+TEST_F(RecoveryTest, ImpossibleProgressIsRefusedAndEndsTheReportersGeneration) {
+  Start(2);
+  const std::string job = Submit(2);
+  const auto w = RegisterN(2);
+  tagi::v1::ProgressReport report;
+  report.set_worker_id(w[0]);
+  report.set_job_id(job);
+  report.set_generation(1);
+  report.set_rank(0);
+  report.mutable_progress()->set_global_step(5);
+  tagi::v1::EpochMetrics* e = report.mutable_progress()->add_epochs();
+  e->set_epoch(1);
+  e->set_test_accuracy(1.7);
+  const auto refused = coord().ReportProgress(report);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("rank 0 (worker w-1) reported progress no training produces: epoch 1: "
+                        "testAccuracy is 1.7 (not in [0, 1])"));
+  tagi::v1::Job j = GetJob(job);
+  EXPECT_EQ(j.state(), tagi::v1::PENDING);
+  EXPECT_EQ(j.progress().epochs_size(), 0);
+  EXPECT_EQ(coord().Stats().progress_rejected, 1u);
+
+  // The next generation finishes; rank 0's final progress is impossible.
+  ASSERT_TRUE(Rendezvous(w[0], absl::ZeroDuration()).ok());
+  ASSERT_TRUE(Rendezvous(w[1], absl::ZeroDuration()).ok());
+  ASSERT_EQ(State(job), tagi::v1::RUNNING);
+  report.set_generation(2);
+  e->set_test_accuracy(0.8);
+  ASSERT_TRUE(coord().ReportProgress(report).ok());
+  ASSERT_TRUE(Upload(job, w[0], ModelBytes(), 2).ok());
+  tagi::v1::FinishJobRequest fin;
+  fin.set_worker_id(w[0]);
+  fin.set_job_id(job);
+  fin.set_generation(2);
+  fin.set_ok(true);
+  *fin.mutable_progress() = report.progress();
+  fin.mutable_progress()->mutable_epochs(0)->set_train_accuracy(NAN);
+  ASSERT_TRUE(coord().FinishJob(fin).ok());
+  ASSERT_TRUE(Finish(job, w[1], 1, true, "", 2).ok());
+  j = GetJob(job);
+  EXPECT_EQ(j.state(), tagi::v1::SUCCEEDED);
+  ASSERT_EQ(j.progress().epochs_size(), 1);
+  EXPECT_EQ(j.progress().epochs(0).test_accuracy(), 0.8);  // as reported before
+  EXPECT_EQ(j.progress().epochs(0).train_accuracy(), 0.0);
+  EXPECT_EQ(coord().Stats().progress_rejected, 2u);
 }
 
 }  // namespace

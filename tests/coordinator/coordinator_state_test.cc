@@ -49,7 +49,7 @@ std::string SnapshotBytes(const std::string& job, uint64_t global_step, uint64_t
 tagi::v1::EpochMetrics Epoch(uint64_t n) {
   tagi::v1::EpochMetrics e;
   e.set_epoch(n);
-  e.set_test_accuracy(0.5 + 0.01 * static_cast<double>(n));
+  e.set_test_accuracy(0.5 + 0.01 * static_cast<double>(n % 50));  // an accuracy: <= 1
   return e;
 }
 
@@ -65,6 +65,15 @@ class StateTest : public CoordinatorTest {
   void Restart(const CoordinatorOptions& o) {
     coord_.reset();
     Start(o);
+  }
+  // A world-1 job long enough for every epoch these tests report (a rank
+  // reporting an epoch past its job's last is refused).
+  std::string SubmitLong() {
+    tagi::v1::JobSpec spec = Spec(1);
+    spec.set_epochs(kMaxEpochHistory + 100);
+    auto job = coord().Submit(spec);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->id() : "";
   }
   // Rank 0 reports `epochs` finished epochs of generation `gen`.
   void ReportEpochs(const std::string& job, const std::string& w, uint64_t gen,
@@ -220,7 +229,7 @@ TEST_F(StateTest, NoGenerationIsPlacedWhileTheStateDirCannotBeWritten) {
 
 TEST_F(StateTest, EpochMetricsSurviveARecoveryAndTheFinalReport) {
   Start(StateOptions(1));
-  const std::string job = Submit(1);
+  const std::string job = SubmitLong();
   const std::string w = Register();
   ReportEpochs(job, w, 1, {1, 2}, 20);
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 20, SnapshotBytes(job, 20, 2)).ok());
@@ -261,7 +270,7 @@ TEST_F(StateTest, TheWorkerKeyIsPrivateAndOutlivesARestart) {
 
 TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
   Start(StateOptions(1));
-  const std::string job = Submit(1);
+  const std::string job = SubmitLong();
   const std::string w = Register();
   ReportEpochs(job, w, 1, {1}, 10);
   ASSERT_TRUE(coord().UploadSnapshot(w, job, 1, 10, SnapshotBytes(job, 10, 1)).ok());
@@ -297,7 +306,7 @@ TEST_F(StateTest, ASnapshotAheadOfItsEpochMetricsWaitsForThem) {
 // and snapshots waiting for their metrics count epochs by number.
 TEST_F(StateTest, TheEpochHistoryKeepsTheNewestEpochsAndCountsByNumber) {
   Start(StateOptions(1));
-  const std::string job = Submit(1);
+  const std::string job = SubmitLong();
   const std::string w = Register();
   std::vector<uint64_t> many;
   for (uint64_t e = 1; e <= kMaxEpochHistory + 5; ++e) many.push_back(e);

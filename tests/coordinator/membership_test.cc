@@ -2,10 +2,12 @@
 // who is gone. No threads, no clock: time is a value.
 #include "coordinator/membership.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -475,6 +477,51 @@ TEST(GoneWorkersToForget, KeepsTheNewestAndNeverOneHoldingARank) {
   EXPECT_TRUE(GoneWorkersToForget(gone, o).empty());
   o.keep_gone_workers = 0;
   EXPECT_EQ(GoneWorkersToForget(gone, o).size(), 4u);  // all but the rank holder
+}
+
+TEST(WorkerStrikes, ThreeGenerationsInARowExcludeForADoublingWhile) {
+  const absl::Time t0 = absl::UnixEpoch() + absl::Hours(1);
+  WorkerStrikes s;
+  s = AfterStrike(s, "job-1/1", t0);
+  s = AfterStrike(s, "job-1/1", t0);  // the same generation again: one strike
+  EXPECT_EQ(s.in_a_row, 1);
+  s = AfterStrike(s, "job-1/2", t0);
+  EXPECT_FALSE(Excluded(s, t0));
+  s = AfterStrike(s, "job-2/1", t0);  // any job's generation counts
+  EXPECT_TRUE(Excluded(s, t0));
+  EXPECT_EQ(s.excluded_until, t0 + kExclusionBase);
+  EXPECT_FALSE(Excluded(s, t0 + kExclusionBase));
+  EXPECT_EQ(s.in_a_row, 0);
+  // The next exclusion in a row lasts twice as long, up to the cap.
+  absl::Time t = t0 + kExclusionBase;
+  absl::Duration expected = kExclusionBase;
+  for (int k = 1; k < 8; ++k) {
+    expected = std::min(expected * 2, kMaxExclusion);
+    for (int g = 0; g < kStrikesBeforeExclusion; ++g) {
+      s = AfterStrike(s, "job-3/" + std::to_string(k * 10 + g), t);
+    }
+    EXPECT_EQ(s.excluded_until - t, expected) << "exclusion " << k + 1;
+    t = s.excluded_until;
+  }
+  EXPECT_EQ(expected, kMaxExclusion);  // the loop reached the cap
+}
+
+TEST(WorkerStrikes, AGoodGenerationClearsTheCountAndTheDoubling) {
+  const absl::Time t0 = absl::UnixEpoch();
+  WorkerStrikes s;
+  for (int g = 1; g <= kStrikesBeforeExclusion; ++g) s = AfterStrike(s, absl::StrCat("j/", g), t0);
+  ASSERT_TRUE(Excluded(s, t0));
+  s = AfterGoodGeneration(s);
+  EXPECT_EQ(s.exclusions, 0);
+  s = AfterStrike(s, "j/10", t0 + kExclusionBase);
+  s = AfterStrike(s, "j/11", t0 + kExclusionBase);
+  s = AfterGoodGeneration(s);  // between: no exclusion
+  s = AfterStrike(s, "j/12", t0 + kExclusionBase);
+  EXPECT_EQ(s.in_a_row, 1);
+  EXPECT_FALSE(Excluded(s, t0 + kExclusionBase));
+  s = AfterStrike(s, "j/13", t0 + kExclusionBase);
+  s = AfterStrike(s, "j/14", t0 + kExclusionBase);
+  EXPECT_EQ(s.excluded_until, t0 + 2 * kExclusionBase);  // the base again, not doubled
 }
 
 }  // namespace

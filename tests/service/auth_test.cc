@@ -5,8 +5,10 @@
 // Certificates come from a throwaway CA made with the openssl CLI in the
 // test's temp dir; the TLS tests skip with a message without openssl.
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <filesystem>
@@ -16,6 +18,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/protocol.h"
+#include "common/worker_credentials.h"
+#include "tagi/v1/cluster.grpc.pb.h"
 #include "tests/service/service_cluster.h"
 
 namespace tagi::testing {
@@ -58,6 +63,10 @@ class AuthTest : public ServiceTest {
         "; openssl req $K -keyout client.key -out client.csr -subj /CN=tagi-worker"
         "; openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1"
         " -out client.pem"
+        // A second host's certificate from the same CA.
+        "; openssl req $K -keyout intruder.key -out intruder.csr -subj /CN=tagi-intruder"
+        "; openssl x509 -req -in intruder.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1"
+        " -out intruder.pem"
         // A second CA that signed nothing of ours.
         "; openssl req -x509 $K -keyout other.key -out other.pem -days 1 -subj /CN=other");
     const ProcessResult r = RunProcess({"/bin/sh", "-c", script}, absl::Seconds(60));
@@ -187,6 +196,63 @@ TEST_F(AuthTest, MutualTlsWorkersAndTagictlConnectAndPlaintextIsRefused) {
   EXPECT_EQ(job->state(), tagi::v1::SUCCEEDED) << job->reason();
   const ProcessResult download = Ctl({"download", id, "-o", dir_.File("model.bin")});
   EXPECT_EQ(download.exit_code, 0) << download.err;
+}
+
+// Under mutual TLS a worker's secret is bound to its certificate: another
+// host of the same cluster (its own certificate from the same CA) that
+// copied the id and the secret cannot use them.
+TEST_F(AuthTest, UnderMutualTlsAWorkersSecretWorksOnlyWithItsOwnCertificate) {
+  if (!HaveOpenssl()) GTEST_SKIP() << "the openssl CLI is not installed (tools/install_deps.sh)";
+  ASSERT_TRUE(MakeCertificates());
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(
+      1, {"--tls-cert", Pki("server.pem"), "--tls-key", Pki("server.key"), "--tls-client-ca",
+          Pki("ca.pem")}));
+  auto read = [this](const std::string& file) {
+    std::ifstream in(Pki(file));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  auto cluster = [&](const std::string& who) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = read("ca.pem");
+    tls.pem_private_key = read(who + ".key");
+    tls.pem_cert_chain = read(who + ".pem");
+    return tagi::v1::Cluster::NewStub(grpc::CreateChannel(address(), grpc::SslCredentials(tls)));
+  };
+  auto context = [](const std::string& id, const std::string& secret) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata(kProtocolMetadataKey, kProtocolVersion);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!id.empty()) {
+      ctx->AddMetadata(kWorkerIdMetadataKey, id);
+      ctx->AddMetadata(kWorkerSecretMetadataKey, secret);
+    }
+    return ctx;
+  };
+  auto worker = cluster("client");
+  auto intruder = cluster("intruder");
+  tagi::v1::RegisterResponse reg;
+  const grpc::Status registered =
+      worker->Register(context("", "").get(), tagi::v1::RegisterRequest(), &reg);
+  ASSERT_TRUE(registered.ok()) << registered.error_message();
+  tagi::v1::RendezvousRequest poll;
+  poll.set_worker_id(reg.worker_id());
+  tagi::v1::RendezvousResponse answer;
+  // The worker itself: accepted (no job yet: it is told to poll again).
+  const grpc::Status own =
+      worker->Rendezvous(context(reg.worker_id(), reg.secret()).get(), poll, &answer);
+  EXPECT_TRUE(own.ok()) << own.error_message();
+  // The same id and secret from the other certificate: refused.
+  const grpc::Status stolen =
+      intruder->Rendezvous(context(reg.worker_id(), reg.secret()).get(), poll, &answer);
+  EXPECT_EQ(stolen.error_code(), grpc::StatusCode::UNAUTHENTICATED) << stolen.error_message();
+  // A re-registration from the other certificate does not get the id.
+  tagi::v1::RegisterRequest again;
+  again.set_worker_id(reg.worker_id());
+  tagi::v1::RegisterResponse other;
+  ASSERT_TRUE(
+      intruder->Register(context(reg.worker_id(), reg.secret()).get(), again, &other).ok());
+  EXPECT_NE(other.worker_id(), reg.worker_id());
+  EXPECT_NE(other.secret(), reg.secret());
 }
 
 TEST_F(AuthTest, RestGatewayServesHttpsAndAnswers401WithoutAToken) {

@@ -184,9 +184,30 @@ TEST(SnapshotCodec, SealedFramingRoundTripsThroughFrame) {
   // Version 4 adds the model header; the version 3 body lacks it.
   EXPECT_EQ(DecodeSnapshot(Frame(w.data())).status().code(), absl::StatusCode::kDataLoss);
   w.PutString("header");
-  decoded = DecodeSnapshot(Frame(w.data()));
+  decoded = DecodeSnapshot(Frame(w.data(), 4));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->model_header, "header");
+  EXPECT_EQ(decoded->epoch_samples, 0u);  // version 4: the epoch starts there
+  // Version 5 adds the epoch so far; the version 4 body lacks it.
+  EXPECT_EQ(DecodeSnapshot(Frame(w.data())).status().code(), absl::StatusCode::kDataLoss);
+  ByteWriter v5 = w;
+  v5.PutU64(2'500'000);
+  v5.PutU64(90);
+  v5.PutU64(128);
+  decoded = DecodeSnapshot(Frame(v5.data()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->epoch_micros, 2'500'000u);
+  EXPECT_EQ(decoded->epoch_correct, 90u);
+  EXPECT_EQ(decoded->epoch_samples, 128u);
+  // More correct predictions than samples: refused, naming both.
+  ByteWriter bad = w;
+  bad.PutU64(0);
+  bad.PutU64(129);
+  bad.PutU64(128);
+  const absl::Status st = DecodeSnapshot(Frame(bad.data())).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("129 correct predictions out of 128 samples"), std::string::npos)
+      << st;
   // A model header longer than its limit is refused without reading it.
   ByteWriter big = FixedFields("j");
   big.PutU64(0);

@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/collective/collective.h"
 
 namespace tagi {
 namespace {
@@ -143,6 +144,33 @@ TEST(ClassifyAttemptEnd, CancellationsAndAborts) {
   // Told to cancel and then aborted: the cancel is what the job asked for.
   alone.told_to_stop = true;
   EXPECT_EQ(ClassifyAttemptEnd(alone).reason, "cancelled");
+}
+
+// A failure the collective attributed to a peer names it for the
+// coordinator; nothing else does.
+TEST(ClassifyAttemptEnd, APeerTheCollectiveNamedIsTheSuspect) {
+  const absl::Status lost = WithContext(
+      WithPeerRank(absl::AbortedError("predecessor rank 2 closed its link in the middle of a call"),
+                   2),
+      "ring rank 0 of 3, AllReduceSum");
+  ASSERT_EQ(PeerRankOf(lost), 2);  // the context keeps the payload
+  AttemptEnd end{lost};
+  end.in_group = true;
+  end.rank = 0;
+  JobOutcome out = ClassifyAttemptEnd(end);
+  EXPECT_TRUE(out.retryable);
+  EXPECT_EQ(out.suspect_rank, 2);
+  EXPECT_THAT(out.reason, HasSubstr("ring rank 0 of 3, AllReduceSum: predecessor rank 2"));
+  end.aborted = true;  // the coordinator ended the generation: nobody is named
+  EXPECT_FALSE(ClassifyAttemptEnd(end).suspect_rank.has_value());
+  end.aborted = false;
+  end.rank = 2;  // a rank never names itself
+  EXPECT_FALSE(ClassifyAttemptEnd(end).suspect_rank.has_value());
+  AttemptEnd slow{absl::DeadlineExceededError("timed out")};
+  slow.in_group = true;
+  EXPECT_FALSE(ClassifyAttemptEnd(slow).suspect_rank.has_value());
+  EXPECT_FALSE(PeerRankOf(absl::OkStatus()).has_value());
+  EXPECT_TRUE(WithPeerRank(absl::OkStatus(), 1).ok());
 }
 
 TEST(AgentRules, WhatARefusalMeans) {

@@ -213,6 +213,25 @@ TEST(JobRunner, ResumesFromAMidEpochSnapshotToTheSameBits) {
   EXPECT_EQ(fin.progress().resumed_from_step(), from);
   EXPECT_EQ(fin.progress().global_step(), 60u);
   EXPECT_EQ(fin.progress().epochs_size(), 2);  // epochs 1 and 2 ran here
+  // The epoch split across the generations reports the whole epoch: the
+  // same training accuracy as the uninterrupted run, over all its samples,
+  // and at least the time the first generation had spent in it.
+  const auto at = DecodeSnapshot(first.SnapshotAt("job-1", from).value_or(""));
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->epoch_samples, 8u * spec.batch_size());  // 8 steps of epoch 1 before it
+  EXPECT_LE(at->epoch_correct, at->epoch_samples);
+  const tagi::v1::EpochMetrics& split = fin.progress().epochs(0);
+  const tagi::v1::EpochMetrics& whole = Finished(first, 0).progress().epochs(1);
+  ASSERT_EQ(split.epoch(), whole.epoch());
+  EXPECT_EQ(split.train_accuracy(), whole.train_accuracy());
+  EXPECT_EQ(split.test_accuracy(), whole.test_accuracy());
+  EXPECT_GE(split.seconds(), static_cast<double>(at->epoch_micros) / 1e6);
+  EXPECT_GT(at->epoch_micros, 0u);
+  // An epoch-end snapshot starts the next epoch afresh.
+  const auto end = DecodeSnapshot(first.SnapshotAt("job-1", 40).value_or(""));
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->epoch_samples, 0u);
+  EXPECT_EQ(end->epoch_micros, 0u);
 }
 
 TEST(JobRunner, RefusesASnapshotOtherThanTheOneAnnounced) {
@@ -296,6 +315,28 @@ TEST(JobRunner, ACancelledRankStopsItsWorldAndOnlyItIsFinal) {
   EXPECT_TRUE(ranks[1]->out.retryable);  // the coordinator knows it was a cancel
   EXPECT_EQ(Finished(fake, 0).progress().global_step(),
             Finished(fake, 1).progress().global_step());
+}
+
+// A rank whose peer drops out of the ring mid-step names that peer in its
+// FinishJob (the coordinator counts it against the peer's worker); the
+// rank that was aborted names nobody.
+TEST(JobRunner, ARankWhosePeerLeftTheRingNamesIt) {
+  FakeCoordinator fake;
+  auto ranks = World(ToySpec(3, 0, R"("worldSize": 2)"), 1, 2);
+  auto polls = std::make_shared<std::atomic<int>>(0);
+  Rank* rank1 = ranks[1].get();
+  rank1->options.shutting_down = [rank1, polls] {
+    if (++*polls == 4) rank1->control.Abort("its host is going away");
+    return false;
+  };
+  RunRanks(fake, ranks);
+  EXPECT_TRUE(ranks[0]->out.retryable);
+  EXPECT_EQ(ranks[0]->out.suspect_rank, 1) << ranks[0]->out.reason;
+  const tagi::v1::FinishJobRequest fin0 = Finished(fake, 0);
+  ASSERT_TRUE(fin0.has_suspect_rank()) << fin0.reason();
+  EXPECT_EQ(fin0.suspect_rank(), 1u);
+  EXPECT_TRUE(ranks[1]->out.retryable);
+  EXPECT_FALSE(Finished(fake, 1).has_suspect_rank());
 }
 
 TEST(JobRunner, AnElasticJobReformsUnderAnotherWorldToTheScheduledBits) {

@@ -1,8 +1,16 @@
 #include "worker/collective/collective.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace tagi {
+namespace {
+
+constexpr char kPeerRankPayload[] = "type.tagi.dev/tagi.PeerRank";
+
+}  // namespace
 
 absl::Status Collective::AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
                                             absl::Duration timeout) {
@@ -28,6 +36,28 @@ absl::Status ValidateGroupArgs(const char* backend, int rank, int world,
         absl::StrFormat("%s: hostname must name the address to bind", backend));
   }
   return absl::OkStatus();
+}
+
+absl::Status WithPeerRank(absl::Status st, int rank) {
+  if (!st.ok() && rank >= 0) st.SetPayload(kPeerRankPayload, absl::Cord(absl::StrCat(rank)));
+  return st;
+}
+
+std::optional<int> PeerRankOf(const absl::Status& st) {
+  const auto payload = st.GetPayload(kPeerRankPayload);
+  int rank = -1;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &rank) || rank < 0) {
+    return std::nullopt;
+  }
+  return rank;
+}
+
+absl::Status WithContext(const absl::Status& st, std::string_view where) {
+  absl::Status out(st.code(), std::string(where) + ": " + std::string(st.message()));
+  st.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
 }
 
 }  // namespace tagi

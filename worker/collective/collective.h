@@ -12,8 +12,10 @@
 #ifndef TAGI_WORKER_COLLECTIVE_COLLECTIVE_H_
 #define TAGI_WORKER_COLLECTIVE_COLLECTIVE_H_
 
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -53,6 +55,17 @@ struct GroupOptions {
 // 0 <= rank < world, connect_timeout > 0 and hostname is set.
 absl::Status ValidateGroupArgs(const char* backend, int rank, int world,
                                const GroupOptions& options);
+
+// A failure that one peer caused (it closed or reset its link in the middle
+// of a call, or sent a call out of step) carries that peer's rank as a
+// payload, so that the worker can tell the coordinator which rank ended the
+// generation (FinishJobRequest.suspect_rank). A timeout names nobody: a
+// slow rank and a slow link look alike.
+absl::Status WithPeerRank(absl::Status st, int rank);
+std::optional<int> PeerRankOf(const absl::Status& st);
+
+// `st` with "where: " before its message; its payloads are kept.
+absl::Status WithContext(const absl::Status& st, std::string_view where);
 
 }  // namespace tagi
 

@@ -100,10 +100,6 @@ absl::Status CallGloo(absl::FunctionRef<void()> fn) {
   }
 }
 
-absl::Status WithContext(const absl::Status& st, const std::string& where) {
-  return absl::Status(st.code(), absl::StrCat(where, ": ", st.message()));
-}
-
 class GlooCollective final : public Collective {
  public:
   GlooCollective(int rank, int world, std::shared_ptr<AbortableTcpDevice> device,

@@ -29,10 +29,6 @@ using ring_internal::Plan;
 using ring_internal::RingLinks;
 using ring_internal::Segment;
 
-absl::Status WithContext(const absl::Status& st, const std::string& where) {
-  return absl::Status(st.code(), absl::StrCat(where, ": ", st.message()));
-}
-
 class RingCollective final : public Collective {
  public:
   RingCollective(int rank, int world, RingLinks links, Fd wake)

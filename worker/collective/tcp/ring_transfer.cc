@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "worker/collective/collective.h"
 #include "worker/collective/tcp/socket.h"
 
 namespace tagi::ring_internal {
@@ -161,7 +162,10 @@ class Mover {
       if (header_got_ < CallHeader::kBytes) return k > 0;
       std::string why;
       if (!CallHeader::Matches(header_in_, plan_.header, &why)) {
-        return absl::FailedPreconditionError(absl::StrCat("ranks are out of step: ", why));
+        return WithPeerRank(
+            absl::FailedPreconditionError(absl::StrFormat(
+                "ranks are out of step with predecessor rank %d: %s", links_.predecessor_rank, why)),
+            links_.predecessor_rank);
       }
       return true;
     }
@@ -222,10 +226,12 @@ class Mover {
   absl::Status Failure() const { return failure_; }
 
   absl::Status Lost(const char* who, int rank, const char* what) const {
-    return absl::AbortedError(
-        absl::StrFormat("%s rank %d %s its link in the middle of a call "
-                        "(sent %d of %d bytes, received %d of %d)",
-                        who, rank, what, sent_, send_total_, done_, recv_total_));
+    return WithPeerRank(
+        absl::AbortedError(absl::StrFormat("%s rank %d %s its link in the middle of a call "
+                                           "(sent %d of %d bytes, received %d of %d)",
+                                           who, rank, what, sent_, send_total_, done_,
+                                           recv_total_)),
+        rank);
   }
 
   // The successor never writes during calls: readable means it closed.
