@@ -177,7 +177,8 @@ absl::StatusOr<Snapshot> TakeSnapshot(const Assignment& a, engine::Engine& model
                                       const std::string& model_header) {
   Snapshot s = SnapshotHeader(a, model, at);
   s.model_header = model_header;
-  s.epoch_micros = static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(so_far.time)));
+  s.epoch_micros =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(so_far.time)));
   s.epoch_correct = so_far.correct;
   s.epoch_samples = so_far.samples;
   s.parameters.resize(2 * model.num_parameters());  // the arena [mu N][var N]

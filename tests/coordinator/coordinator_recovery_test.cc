@@ -3,6 +3,7 @@
 // FakeClock only; nothing sleeps.
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 
 #include "absl/strings/str_format.h"
@@ -22,23 +23,9 @@ std::string SnapshotBytes(const std::string& job, uint64_t global_step, float fi
 
 class RecoveryTest : public CoordinatorTest {
  protected:
-  // Rank `rank` of generation `gen` saw its ring break, naming `suspect`.
-  absl::Status FinishNaming(const std::string& job, const std::string& worker, uint32_t rank,
-                            uint64_t gen, uint32_t suspect) {
-    tagi::v1::FinishJobRequest req;
-    req.set_worker_id(worker);
-    req.set_job_id(job);
-    req.set_generation(gen);
-    req.set_rank(rank);
-    req.set_ok(false);
-    req.set_retryable(true);
-    req.set_reason(absl::StrFormat("successor rank %d closed its link in the middle of a call",
-                                   suspect));
-    req.set_suspect_rank(suspect);
-    return coord().FinishJob(req);
-  }
   absl::Status FinishRetryable(const std::string& job, const std::string& worker, uint32_t rank,
-                               uint64_t gen, const std::string& reason = "the ring broke") {
+                               uint64_t gen, const std::string& reason = "the ring broke",
+                               std::optional<uint32_t> suspect = std::nullopt) {
     tagi::v1::FinishJobRequest req;
     req.set_worker_id(worker);
     req.set_job_id(job);
@@ -47,7 +34,16 @@ class RecoveryTest : public CoordinatorTest {
     req.set_ok(false);
     req.set_retryable(true);
     req.set_reason(reason);
+    if (suspect.has_value()) req.set_suspect_rank(*suspect);
     return coord().FinishJob(req);
+  }
+  // Rank `rank` of generation `gen` saw its ring break, naming `suspect`.
+  absl::Status FinishNaming(const std::string& job, const std::string& worker, uint32_t rank,
+                            uint64_t gen, uint32_t suspect) {
+    return FinishRetryable(
+        job, worker, rank, gen,
+        absl::StrFormat("successor rank %d closed its link in the middle of a call", suspect),
+        suspect);
   }
 };
 

@@ -19,24 +19,16 @@
 #include "gtest/gtest.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tests/service/service_cluster.h"
+#include "tests/testing/worker_call.h"
 
 namespace tagi::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-// A call context: protocol metadata, a deadline, and credentials when `id`
-// is not empty.
 std::unique_ptr<grpc::ClientContext> Context(const std::string& id = "",
                                              const std::string& secret = "") {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->AddMetadata(kProtocolMetadataKey, kProtocolVersion);
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  if (!id.empty()) {
-    ctx->AddMetadata(kWorkerIdMetadataKey, id);
-    ctx->AddMetadata(kWorkerSecretMetadataKey, secret);
-  }
-  return ctx;
+  return WorkerCallContext(id, secret);
 }
 
 class HostileIdentityTest : public ServiceTest {};

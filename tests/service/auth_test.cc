@@ -8,7 +8,6 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <filesystem>
@@ -18,10 +17,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/protocol.h"
-#include "common/worker_credentials.h"
 #include "tagi/v1/cluster.grpc.pb.h"
 #include "tests/service/service_cluster.h"
+#include "tests/testing/worker_call.h"
 
 namespace tagi::testing {
 namespace {
@@ -218,39 +216,30 @@ TEST_F(AuthTest, UnderMutualTlsAWorkersSecretWorksOnlyWithItsOwnCertificate) {
     tls.pem_cert_chain = read(who + ".pem");
     return tagi::v1::Cluster::NewStub(grpc::CreateChannel(address(), grpc::SslCredentials(tls)));
   };
-  auto context = [](const std::string& id, const std::string& secret) {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->AddMetadata(kProtocolMetadataKey, kProtocolVersion);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (!id.empty()) {
-      ctx->AddMetadata(kWorkerIdMetadataKey, id);
-      ctx->AddMetadata(kWorkerSecretMetadataKey, secret);
-    }
-    return ctx;
-  };
   auto worker = cluster("client");
   auto intruder = cluster("intruder");
   tagi::v1::RegisterResponse reg;
   const grpc::Status registered =
-      worker->Register(context("", "").get(), tagi::v1::RegisterRequest(), &reg);
+      worker->Register(WorkerCallContext().get(), tagi::v1::RegisterRequest(), &reg);
   ASSERT_TRUE(registered.ok()) << registered.error_message();
   tagi::v1::RendezvousRequest poll;
   poll.set_worker_id(reg.worker_id());
   tagi::v1::RendezvousResponse answer;
   // The worker itself: accepted (no job yet: it is told to poll again).
   const grpc::Status own =
-      worker->Rendezvous(context(reg.worker_id(), reg.secret()).get(), poll, &answer);
+      worker->Rendezvous(WorkerCallContext(reg.worker_id(), reg.secret()).get(), poll, &answer);
   EXPECT_TRUE(own.ok()) << own.error_message();
   // The same id and secret from the other certificate: refused.
   const grpc::Status stolen =
-      intruder->Rendezvous(context(reg.worker_id(), reg.secret()).get(), poll, &answer);
+      intruder->Rendezvous(WorkerCallContext(reg.worker_id(), reg.secret()).get(), poll, &answer);
   EXPECT_EQ(stolen.error_code(), grpc::StatusCode::UNAUTHENTICATED) << stolen.error_message();
   // A re-registration from the other certificate does not get the id.
   tagi::v1::RegisterRequest again;
   again.set_worker_id(reg.worker_id());
   tagi::v1::RegisterResponse other;
-  ASSERT_TRUE(
-      intruder->Register(context(reg.worker_id(), reg.secret()).get(), again, &other).ok());
+  const grpc::Status reregistered =
+      intruder->Register(WorkerCallContext(reg.worker_id(), reg.secret()).get(), again, &other);
+  ASSERT_TRUE(reregistered.ok()) << reregistered.error_message();
   EXPECT_NE(other.worker_id(), reg.worker_id());
   EXPECT_NE(other.secret(), reg.secret());
 }

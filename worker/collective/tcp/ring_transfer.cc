@@ -164,7 +164,8 @@ class Mover {
       if (!CallHeader::Matches(header_in_, plan_.header, &why)) {
         return WithPeerRank(
             absl::FailedPreconditionError(absl::StrFormat(
-                "ranks are out of step with predecessor rank %d: %s", links_.predecessor_rank, why)),
+                "ranks are out of step with predecessor rank %d: %s", links_.predecessor_rank,
+                why)),
             links_.predecessor_rank);
       }
       return true;
