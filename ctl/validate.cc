@@ -1,10 +1,13 @@
 #include "ctl/validate.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
 #include "common/json_string.h"
 #include "ctl/format.h"
 #include "spec/network.h"
+#include "spec/plan.h"
 
 namespace tagi {
 namespace {
@@ -14,6 +17,39 @@ std::string Json(absl::string_view s) {
   std::string out;
   AppendJsonString(s, out);
   return out;
+}
+
+// The float alignment of the CPU engine's arenas (worker/engine/model.cc).
+constexpr size_t kCpuAlignFloats = 16;
+
+double Mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// What the CPU engine allocates for a plan, in bytes (worker/engine/model.cc
+// Build): parameters and the delta arena that mirrors them (with the state
+// and the control words), state, derived, the batch arena and the workspace.
+struct EngineMemory {
+  size_t parameters = 0, batch = 0, innovations = 0, innovations_unshared = 0, workspace = 0,
+         derived = 0, total = 0;
+  size_t units = 0, jcb = 0, scratch = 0;  // of the batch arena, with their alignment
+};
+EngineMemory CpuEngineMemory(const spec::Plan& p) {
+  EngineMemory m;
+  m.parameters = (4 * p.num_parameters + 2 * p.num_state) * sizeof(float);
+  m.batch = p.batch_floats * sizeof(float);
+  m.innovations = p.delta_floats * sizeof(float);
+  m.innovations_unshared = p.delta_floats_unshared * sizeof(float);
+  m.workspace = p.workspace_floats * sizeof(float);
+  m.derived = p.derived_floats * sizeof(float);
+  m.total = m.parameters + m.batch + m.workspace + m.derived;
+  m.scratch = m.batch - m.innovations;
+  for (const spec::BoundaryPlan& b : p.boundaries) {
+    const size_t n = (p.max_batch * b.size + kCpuAlignFloats - 1) / kCpuAlignFloats *
+                     kCpuAlignFloats * sizeof(float);
+    m.units += 2 * n;
+    if (b.has_jcb) m.jcb += n;
+  }
+  m.scratch -= m.units + m.jcb;
+  return m;
 }
 
 Validation Invalid(const std::string& path, const absl::Status& st) {
@@ -32,16 +68,29 @@ Validation ValidateJobFile(const std::string& path) {
   absl::StatusOr<spec::Architecture> arch = JobArchitecture(*spec);
   if (!arch.ok()) return Invalid(path, arch.status());
   const spec::Shape out = spec::OutputShape(arch->layers, arch->input);
+  absl::StatusOr<spec::Plan> plan =
+      spec::MakePlan(*arch, {std::max<size_t>(spec->batch_size(), 1), kCpuAlignFloats});
+  if (!plan.ok()) return Invalid(path, plan.status());
+  const EngineMemory m = CpuEngineMemory(*plan);
   Validation v;
   v.valid = true;
-  v.text = absl::StrFormat("%s: valid: %s; %d parameters, %d state values, output %s\n",
-                           Printable(path), arch->ToString(), arch->num_parameters(),
-                           arch->num_state(), out.ToString());
+  v.text = absl::StrFormat(
+      "%s: valid: %s; %d parameters, %d state values, output %s\n"
+      "  memory of a training step at batch %d (CPU engine): %.1f MiB: parameters and their "
+      "deltas %.1f, batch arena %.1f (units %.1f, jcb %.1f, layer scratch %.1f, innovations "
+      "%.1f shared by lifetime, %.1f unshared), workspace %.1f, derived %.1f\n",
+      Printable(path), arch->ToString(), arch->num_parameters(), arch->num_state(),
+      out.ToString(), plan->max_batch, Mib(m.total), Mib(m.parameters), Mib(m.batch),
+      Mib(m.units), Mib(m.jcb), Mib(m.scratch), Mib(m.innovations),
+      Mib(m.innovations_unshared), Mib(m.workspace), Mib(m.derived));
   v.json = absl::StrFormat(
       "{\"valid\": true, \"architecture\": %s, \"parameters\": %d, \"state\": %d, "
-      "\"output\": [%d, %d, %d]}\n",
-      Json(arch->ToString()), arch->num_parameters(), arch->num_state(), out.c, out.h,
-      out.w);
+      "\"output\": [%d, %d, %d], \"memory\": {\"batch\": %d, \"totalBytes\": %d, "
+      "\"parameterBytes\": %d, \"batchArenaBytes\": %d, \"innovationBytes\": %d, "
+      "\"innovationBytesUnshared\": %d, \"workspaceBytes\": %d, \"derivedBytes\": %d}}\n",
+      Json(arch->ToString()), arch->num_parameters(), arch->num_state(), out.c, out.h, out.w,
+      plan->max_batch, m.total, m.parameters, m.batch, m.innovations, m.innovations_unshared,
+      m.workspace, m.derived);
   return v;
 }
 

@@ -1,6 +1,11 @@
 #include "spec/plan.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -8,6 +13,13 @@ namespace tagi::spec {
 namespace {
 
 using tagi::v1::Layer;
+
+// The first step in forward order during whose backward the boundary's
+// innovations are live: its producer's, or 0 for the output's (read back
+// after the backward: the engines' ReadOutputInnovations).
+int FirstLive(const BoundaryPlan& bp, int num_steps) {
+  return bp.last_consumer >= num_steps ? 0 : bp.producer;
+}
 
 class Planner {
  public:
@@ -35,37 +47,122 @@ class Planner {
     return cur;
   }
 
-  // Offsets in the batch arena, once every boundary and consumer is known.
+  // Offsets in the batch arena, once every boundary and consumer is known:
+  // units, jcb and scratch first, each in a place of its own, then the
+  // innovations' shared region (ShareInnovations).
   void LayOutBatch() {
     size_t size = 0;
     auto take = [&](size_t count) {
       const size_t at = size;
-      size += (count + align_ - 1) / align_ * align_;
+      size += Aligned(count);
       return at;
     };
-    auto take_slot = [&](size_t count) { return Slot{take(count), take(count)}; };
     const size_t b = plan_.max_batch;
+    const int num_steps = static_cast<int>(plan_.steps.size());
     for (size_t i = 0; i < plan_.boundaries.size(); ++i) {
       BoundaryPlan& bp = plan_.boundaries[i];
       const size_t n = b * bp.size;
-      bp.units = take_slot(n);
+      bp.units = {take(n), take(n)};
       if (bp.has_jcb) bp.jcb = take(n);
-      if (bp.is_input) continue;
-      bp.delta = take_slot(n);
-      const std::vector<std::pair<int, int>>& users = consumers_[i];
-      for (size_t c = 0; c < users.size(); ++c) {
-        Slot slot = bp.delta;
-        if (c > 0) {
-          slot = take_slot(n);
-          bp.partials.push_back(slot);
-        }
-        Step& step = plan_.steps[static_cast<size_t>(users[c].first)];
-        (users[c].second == 0 ? step.in_delta : step.in2_delta) = slot;
-      }
+      bp.last_consumer = consumers_[i].empty() ? num_steps : consumers_[i].back().first;
     }
     for (PlannedLayer& l : plan_.layers) l.scratch = take(b * l.scratch_per_sample);
-    plan_.batch_floats = size;
+    ShareInnovations(size);
+    plan_.batch_floats = size + plan_.delta_floats;
   }
+
+ private:
+  size_t Aligned(size_t count) const { return (count + align_ - 1) / align_ * align_; }
+
+  // Places every innovation slot in a region starting at `base`, in the
+  // order the backward first writes them (first fit; a slot is freed after
+  // the backward of its boundary's producer, once the slots first written
+  // at that step have their places), and tells the steps where to write.
+  void ShareInnovations(size_t base) {
+    const size_t b = plan_.max_batch;
+    const int num_steps = static_cast<int>(plan_.steps.size());
+    // Backward time t = num_steps - 1 - step; the output's innovations are
+    // written at t = -1, by the head.
+    std::vector<std::vector<size_t>> start(static_cast<size_t>(num_steps) + 1);
+    std::vector<std::vector<size_t>> end(static_cast<size_t>(num_steps) + 1);
+    for (size_t i = 0; i < plan_.boundaries.size(); ++i) {
+      const BoundaryPlan& bp = plan_.boundaries[i];
+      if (bp.is_input) continue;
+      start[static_cast<size_t>(num_steps - bp.last_consumer)].push_back(i);
+      end[static_cast<size_t>(num_steps - FirstLive(bp, num_steps))].push_back(i);
+    }
+    FirstFit region;
+    std::vector<std::vector<size_t>> places(plan_.boundaries.size());
+    for (size_t t = 0; t < start.size(); ++t) {
+      for (size_t i : start[t]) {
+        BoundaryPlan& bp = plan_.boundaries[i];
+        const size_t n = Aligned(b * bp.size);
+        const size_t slots = std::max<size_t>(1, consumers_[i].size());
+        plan_.delta_floats_unshared += slots * 2 * n;
+        for (size_t k = 0; k < slots; ++k) {
+          const size_t at = region.Take(2 * n);
+          places[i].push_back(at);
+          const Slot slot{base + at, base + at + n};
+          if (k == 0) {
+            bp.delta = slot;
+          } else {
+            bp.partials.push_back(slot);
+          }
+          if (k < consumers_[i].size()) {
+            Step& step = plan_.steps[static_cast<size_t>(consumers_[i][k].first)];
+            (consumers_[i][k].second == 0 ? step.in_delta : step.in2_delta) = slot;
+          }
+        }
+      }
+      for (size_t i : end[t]) {
+        const size_t n = Aligned(b * plan_.boundaries[i].size);
+        for (size_t at : places[i]) region.Give(at, 2 * n);
+      }
+    }
+    plan_.delta_floats = region.size();
+  }
+
+  // A first-fit allocator of offsets in a region that grows at its end.
+  class FirstFit {
+   public:
+    size_t Take(size_t count) {
+      for (auto it = free_.begin(); it != free_.end(); ++it) {
+        if (it->second - it->first < count) continue;
+        const size_t at = it->first;
+        it->first += count;
+        if (it->first == it->second) free_.erase(it);
+        return at;
+      }
+      // None fits: grow, taking a free run that ends at the end.
+      size_t at = size_;
+      if (!free_.empty() && free_.back().second == size_) {
+        at = free_.back().first;
+        free_.pop_back();
+      }
+      size_ = at + count;
+      return at;
+    }
+    void Give(size_t at, size_t count) {
+      auto it = std::lower_bound(free_.begin(), free_.end(), std::pair{at, at + count});
+      it = free_.insert(it, {at, at + count});
+      // Merge with the next run, then with the previous one.
+      if (auto next = std::next(it); next != free_.end() && it->second == next->first) {
+        it->second = next->second;
+        free_.erase(next);
+      }
+      if (it != free_.begin()) {
+        if (auto prev = std::prev(it); prev->second == it->first) {
+          prev->second = it->second;
+          free_.erase(it);
+        }
+      }
+    }
+    size_t size() const { return size_; }
+
+   private:
+    std::vector<std::pair<size_t, size_t>> free_;  // [begin, end), sorted, disjoint
+    size_t size_ = 0;
+  };
 
  private:
   int LayerStep(const LayerSpec& l, int in, const std::string& at) {
@@ -143,6 +240,61 @@ absl::StatusOr<Plan> MakePlan(const Architecture& arch, const PlanOptions& optio
   planner.Sequence(arch.layers, 0, "layers");
   planner.LayOutBatch();
   return plan;
+}
+
+absl::Status CheckPlanMemory(const Plan& plan) {
+  struct Range {
+    size_t begin, end;
+    int first = 0, last = -1;  // live during these steps' backward; last < first: always
+    std::string what;
+  };
+  std::vector<Range> ranges;
+  const size_t b = plan.max_batch;
+  auto fixed = [&](size_t at, size_t n, std::string what) {
+    if (n > 0) ranges.push_back({at, at + n, 0, -1, std::move(what)});
+  };
+  for (size_t i = 0; i < plan.boundaries.size(); ++i) {
+    const BoundaryPlan& bp = plan.boundaries[i];
+    const size_t n = b * bp.size;
+    fixed(bp.units.mu, n, absl::StrFormat("boundary %d units.mu", i));
+    fixed(bp.units.var, n, absl::StrFormat("boundary %d units.var", i));
+    if (bp.has_jcb) fixed(bp.jcb, n, absl::StrFormat("boundary %d jcb", i));
+    if (bp.is_input) continue;
+    std::vector<Slot> slots = {bp.delta};
+    slots.insert(slots.end(), bp.partials.begin(), bp.partials.end());
+    for (size_t k = 0; k < slots.size(); ++k) {
+      for (const size_t at : {slots[k].mu, slots[k].var}) {
+        // Slots of one boundary are live together: one id per slot keeps
+        // them apart by the same-boundary rule below.
+        ranges.push_back({at, at + n, FirstLive(bp, static_cast<int>(plan.steps.size())),
+                          bp.last_consumer,
+                          absl::StrFormat("boundary %d innovation slot %d", i, k)});
+      }
+    }
+  }
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    fixed(plan.layers[l].scratch, b * plan.layers[l].scratch_per_sample,
+          absl::StrFormat("layer %d scratch", l));
+  }
+  auto always = [](const Range& r) { return r.last < r.first; };
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const Range& x = ranges[i];
+    if (x.end > plan.batch_floats) {
+      return absl::InternalError(absl::StrFormat("%s ends at %d, past the arena's %d floats",
+                                                 x.what, x.end, plan.batch_floats));
+    }
+    for (size_t j = i + 1; j < ranges.size(); ++j) {
+      const Range& y = ranges[j];
+      if (x.end <= y.begin || y.end <= x.begin) continue;  // apart in memory
+      const bool both_live = always(x) || always(y) || (x.first <= y.last && y.first <= x.last);
+      if (both_live) {
+        return absl::InternalError(absl::StrFormat(
+            "%s [%d, %d) overlaps %s [%d, %d) while both are live", x.what, x.begin, x.end,
+            y.what, y.begin, y.end));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tagi::spec

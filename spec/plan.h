@@ -15,6 +15,15 @@
 //               produced it, its innovations (delta) and one partial
 //               innovation buffer per extra consumer (a fork: the input of a
 //               residual block); per layer its scratch. Sized for max_batch.
+//               Units, jcb and scratch live from the forward to the
+//               backward and have places of their own. Innovations live
+//               only in the backward, from the backward of the boundary's
+//               last consumer (which writes them; the output's: before the
+//               backward, from the head, and through it) to the backward
+//               of its producer (which reads them): the slots of
+//               boundaries whose lives do not overlap share memory (a
+//               first-fit pass in backward order), so a chain keeps about
+//               two boundaries' innovations instead of all of them.
 // Batch and derived offsets are multiples of align_floats (CUDA: 64 floats
 // = 256 bytes for cuBLAS); parameter offsets are packed.
 //
@@ -65,6 +74,11 @@ struct BoundaryPlan {
   Slot delta;      // not for the input
   std::vector<Slot> partials;
   int producer = -1;  // step index; -1 for the input
+  // The last step reading it in forward order; the number of steps for the
+  // output. Its innovations (delta and partials) are live during the
+  // backward of steps producer..last_consumer; the output's from the head's
+  // update through the whole backward (engines read them back after it).
+  int last_consumer = -1;
 };
 
 struct PlannedLayer {
@@ -110,6 +124,10 @@ struct Plan {
   size_t num_state = 0;       // S
   size_t derived_floats = 0;
   size_t batch_floats = 0;
+  // Of batch_floats: the innovations' shared region, and what it would be
+  // with a place for every slot (the memory the sharing saves).
+  size_t delta_floats = 0;
+  size_t delta_floats_unshared = 0;
   size_t workspace_floats = 0;  // shared by every layer (the largest need)
 
   const BoundaryPlan& input() const { return boundaries.front(); }
@@ -119,6 +137,13 @@ struct Plan {
 // InvalidArgument when the architecture is invalid (ValidateArchitecture's
 // message) or max_batch is 0 or align_floats is 0.
 absl::StatusOr<Plan> MakePlan(const Architecture& arch, const PlanOptions& options);
+
+// OK when no two buffers of the batch arena that are live at once overlap:
+// units, jcb and scratch never overlap anything; two innovation slots only
+// when their boundaries' lives (producer..last_consumer) are disjoint.
+// Every buffer within batch_floats. Internal naming the first overlap
+// otherwise. For tests and tools (quadratic in the slots).
+absl::Status CheckPlanMemory(const Plan& plan);
 
 }  // namespace tagi::spec
 

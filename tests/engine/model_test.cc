@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "common/job_spec.h"
 #include "common/rng.h"
+#include "spec/plan.h"
+#include "worker/engine/architecture.h"
 #include "gtest/gtest.h"
 #include "tests/engine/naive_tagi.h"
 #include "worker/engine/output.h"
@@ -603,6 +606,31 @@ TEST(ModelBackward, HandsOutFinalDeltasInPiecesAndSoundly) {
         << "a variance delta above " << r.ready_from << " changed after it was reported final";
   }
   EXPECT_GE(inside, 2u) << "the large layer did not hand out its deltas in pieces";
+}
+
+// Every shipped example, planned at its batch and at the evaluation batch:
+// the buffers live at once never overlap, and innovations take less room
+// shared than each in its own place (spec/plan.h).
+TEST(ModelPlan, EveryExamplesBuffersStayApartWhileLiveAndInnovationsShare) {
+  for (const char* name : {"fmnist_fnn", "fmnist_cnn", "fmnist_cnn_remax", "fmnist_resmlp",
+                           "cifar10_resnet18", "heteroscedastic", "toy_cubic"}) {
+    auto job = LoadJobSpecFile(std::string(TAGI_SOURCE_DIR) + "/examples/" + name + ".json");
+    ASSERT_TRUE(job.ok()) << name << ": " << job.status();
+    auto arch = ArchitectureFromJobSpec(*job);
+    ASSERT_TRUE(arch.ok()) << name << ": " << arch.status();
+    for (const size_t batch : {static_cast<size_t>(job->batch_size()), size_t{256}}) {
+      auto plan = spec::MakePlan(*arch, {batch, 16});
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      const absl::Status st = spec::CheckPlanMemory(*plan);
+      EXPECT_TRUE(st.ok()) << name << " at batch " << batch << ": " << st;
+      // A network of three steps or fewer keeps every boundary's at once.
+      if (plan->steps.size() > 3) {
+        EXPECT_LT(plan->delta_floats, plan->delta_floats_unshared) << name;
+      } else {
+        EXPECT_EQ(plan->delta_floats, plan->delta_floats_unshared) << name;
+      }
+    }
+  }
 }
 
 }  // namespace

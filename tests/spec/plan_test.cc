@@ -3,8 +3,12 @@
 // innovation slots of forks.
 #include "spec/plan.h"
 
+#include <random>
 #include <set>
+#include <string>
+#include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/spec/spec_builders.h"
 
@@ -37,38 +41,105 @@ TEST(Plan, ChainPacksParametersInLayerOrder) {
   EXPECT_EQ(p.layers[0].derived_count, 24u);
 }
 
-TEST(Plan, BatchAndDerivedOffsetsAreAlignedAndDisjoint) {
+TEST(Plan, BatchOffsetsAreAlignedAndNoLiveBuffersOverlap) {
   const Architecture a =
       Regression({5, 1, 1}, {Lin(5, 7), Act(), Res({Lin(7, 3), Act(), Lin(3, 7)}), Lin(7, 1)});
   for (const size_t align : {1u, 16u, 64u}) {
     const Plan p = MustPlan(a, 3, align);
-    std::vector<std::pair<size_t, size_t>> ranges;  // [begin, end) in the batch arena
-    auto add = [&](size_t at, size_t n) {
-      EXPECT_EQ(at % align, 0u);
-      ranges.push_back({at, at + n});
-    };
     for (const BoundaryPlan& b : p.boundaries) {
-      const size_t n = 3 * b.size;
-      add(b.units.mu, n);
-      add(b.units.var, n);
-      if (b.has_jcb) add(b.jcb, n);
+      for (const size_t at : {b.units.mu, b.units.var}) EXPECT_EQ(at % align, 0u);
+      if (b.has_jcb) EXPECT_EQ(b.jcb % align, 0u);
       if (b.is_input) continue;
-      add(b.delta.mu, n);
-      add(b.delta.var, n);
-      for (const Slot& s : b.partials) {
-        add(s.mu, n);
-        add(s.var, n);
-      }
+      EXPECT_EQ(b.delta.mu % align, 0u);
+      EXPECT_EQ(b.delta.var % align, 0u);
+      for (const Slot& s : b.partials) EXPECT_EQ(s.mu % align, 0u);
     }
     for (const PlannedLayer& l : p.layers) {
-      add(l.scratch, 3 * l.scratch_per_sample);
+      EXPECT_EQ(l.scratch % align, 0u);
       EXPECT_EQ(l.derived % align, 0u);
     }
-    std::sort(ranges.begin(), ranges.end());
-    for (size_t i = 1; i < ranges.size(); ++i) {
-      EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "overlap at align " << align;
+    EXPECT_TRUE(CheckPlanMemory(p).ok()) << CheckPlanMemory(p) << " at align " << align;
+    EXPECT_LT(p.delta_floats, p.delta_floats_unshared);
+  }
+}
+
+// A chain needs the innovations of three boundaries at most at once: the
+// output's (kept through the backward) and the two of the step running.
+TEST(Plan, AChainKeepsThreeBoundariesOfInnovations) {
+  std::vector<LayerSpec> layers;
+  for (int i = 0; i < 12; ++i) {
+    layers.push_back(Lin(8, 8));
+    layers.push_back(Act());
+  }
+  const Plan p = MustPlan(Regression({8, 1, 1}, layers), 4, 16);
+  const size_t slot = 2 * 32;  // mu and var of 4 x 8, aligned
+  EXPECT_EQ(p.delta_floats, 3 * slot);
+  EXPECT_EQ(p.delta_floats_unshared, 24 * slot);
+  EXPECT_TRUE(CheckPlanMemory(p).ok()) << CheckPlanMemory(p);
+}
+
+TEST(Plan, CheckPlanMemoryNamesTheFirstOverlapOfLiveBuffers) {
+  Plan p = MustPlan(Regression({4, 1, 1}, {Lin(4, 4), Act(), Lin(4, 4), Act(), Lin(4, 2)}), 2,
+                    16);
+  ASSERT_TRUE(CheckPlanMemory(p).ok());
+  Plan units = p;
+  units.boundaries[2].delta.var = units.boundaries[1].units.mu;  // innovations over units
+  EXPECT_THAT(std::string(CheckPlanMemory(units).message()),
+              ::testing::HasSubstr("boundary 1 units.mu [32, 40) overlaps boundary 2 "
+                                   "innovation slot 0 [32, 40) while both are live"));
+  Plan live = p;
+  // Boundary 3's innovations live while step 2 runs, as boundary 2's do.
+  live.boundaries[3].delta = live.boundaries[2].delta;
+  EXPECT_THAT(std::string(CheckPlanMemory(live).message()),
+              ::testing::HasSubstr("while both are live"));
+  Plan past = p;
+  past.batch_floats = past.boundaries[1].units.var;
+  EXPECT_THAT(std::string(CheckPlanMemory(past).message()),
+              ::testing::HasSubstr("past the arena"));
+}
+
+// Random networks (chains, residual blocks with and without projections,
+// nested up to three deep), every batch and alignment: live buffers never
+// overlap, and sharing never takes more than one place per slot.
+std::vector<LayerSpec> RandomLayers(std::mt19937& rng, uint32_t width, int depth) {
+  std::vector<LayerSpec> layers;
+  const int n = 1 + static_cast<int>(rng() % 4);
+  for (int i = 0; i < n; ++i) {
+    switch (rng() % (depth < 3 ? 4 : 2)) {
+      case 0:
+        layers.push_back(Lin(width, width));
+        break;
+      case 1:
+        layers.push_back(Act());
+        break;
+      case 2:
+        layers.push_back(Res(RandomLayers(rng, width, depth + 1)));
+        break;
+      default:
+        layers.push_back(
+            Res(RandomLayers(rng, width, depth + 1), RandomLayers(rng, width, depth + 1)));
+        break;
     }
-    EXPECT_LE(ranges.back().second, p.batch_floats);
+  }
+  return layers;
+}
+
+TEST(Plan, RandomNetworksNeverOverlapLiveBuffers) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const uint32_t width = 1 + static_cast<uint32_t>(rng() % 9);
+    std::vector<LayerSpec> layers = RandomLayers(rng, width, 0);
+    layers.push_back(Lin(width, 2));
+    const Architecture a = Regression({width, 1, 1}, layers);
+    for (const size_t batch : {1u, 5u}) {
+      for (const size_t align : {1u, 16u}) {
+        auto p = MakePlan(a, {batch, align});
+        ASSERT_TRUE(p.ok()) << p.status();
+        const absl::Status st = CheckPlanMemory(*p);
+        ASSERT_TRUE(st.ok()) << st << " in trial " << trial;
+        EXPECT_LE(p->delta_floats, p->delta_floats_unshared);
+      }
+    }
   }
 }
 
