@@ -15,6 +15,7 @@
 #include "common/rng.h"
 #include "common/status.h"
 #include "spec/buckets.h"
+#include "spec/plan.h"
 #include "worker/engine/engine_factory.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/output.h"
@@ -262,7 +263,8 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
   } else {
     targets_.resize(b * train.output_dim);
   }
-  reserve_status_ = model_.Reserve(std::max(b, options_.eval_batch));
+  eval_batch_ = EvalBatchFor(model_.architecture(), b, options_.eval_batch);
+  reserve_status_ = model_.Reserve(std::max(b, eval_batch_));
   if (reserve_status_.ok() && spec.sync_batch_norm() && options_.collective != nullptr) {
     reserve_status_ = model_.SetBatchSync(
         [this](std::span<float> values) {
@@ -411,6 +413,17 @@ absl::Status Trainer::StepAt(uint64_t epoch, size_t offset) {
   return absl::OkStatus();
 }
 
+size_t EvalBatchFor(const spec::Architecture& arch, size_t train_batch, size_t eval_batch) {
+  train_batch = std::max<size_t>(train_batch, 1);
+  if (eval_batch <= train_batch) return std::max<size_t>(eval_batch, 1);
+  // The architecture was planned when the model was made: these cannot fail.
+  const auto train = spec::MakePlan(arch, {train_batch, 16});
+  const auto eval = spec::MakePlan(arch, {eval_batch, 16});
+  if (!train.ok() || !eval.ok()) return train_batch;
+  const size_t more = (eval->batch_floats - train->batch_floats) * sizeof(float);
+  return more > kEvalArenaSlackBytes ? train_batch : eval_batch;
+}
+
 absl::StatusOr<EpochMetrics> Trainer::RunEpoch(uint64_t epoch, size_t first_offset,
                                                const ProgressFn& progress,
                                                const EpochSoFar& before) {
@@ -451,7 +464,7 @@ absl::StatusOr<EvalMetrics> Trainer::Evaluate() {
   const size_t last = n * static_cast<size_t>(rank_ + 1) / static_cast<size_t>(world_);
   TAGI_ASSIGN_OR_RETURN(
       EvalSums s,
-      ScoreModel(model_, test, data_.target, sigma_v_, options_.eval_batch, first, last));
+      ScoreModel(model_, test, data_.target, sigma_v_, eval_batch_, first, last));
   if (options_.collective != nullptr) {
     // Float sums: counts stay exact up to 2^24 samples; the other sums
     // keep about seven significant digits.

@@ -28,6 +28,18 @@ TEST(ValidateJobFile, AnExampleIsValidAndDescribed) {
   EXPECT_THAT(v.json, HasSubstr("\"output\": [11, 1, 1]"));
 }
 
+// The memory a training step takes at the job's batch, as the planner lays
+// it out: the CNN at batch 128 shares its innovations (90.3 MiB each in
+// its own place, 55.9 by lifetime).
+TEST(ValidateJobFile, ItSaysWhatMemoryATrainingStepTakes) {
+  const Validation v = ValidateJobFile(std::string(TAGI_SOURCE_DIR) + "/examples/fmnist_cnn.json");
+  ASSERT_TRUE(v.valid) << v.text;
+  EXPECT_THAT(v.text, HasSubstr("memory of a training step at batch 128 (CPU engine): 188.5 MiB"));
+  EXPECT_THAT(v.text, HasSubstr("innovations 55.9 shared by lifetime, 90.3 unshared"));
+  EXPECT_THAT(v.json, HasSubstr("\"memory\": {\"batch\": 128, \"totalBytes\": "));
+  EXPECT_THAT(v.json, HasSubstr("\"innovationBytes\": 58633216"));
+}
+
 TEST(ValidateJobFile, AShapeMismatchIsRefusedWithItsPath) {
   const std::string path = Write("bad_width.json", R"({
     "layers": [{"linear": {"inFeatures": 784, "outFeatures": 10}},

@@ -4,7 +4,10 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/job_spec.h"
 #include "worker/collective/collective.h"
+#include "worker/engine/architecture.h"
+#include "worker/trainer.h"
 
 namespace tagi {
 namespace {
@@ -171,6 +174,25 @@ TEST(ClassifyAttemptEnd, APeerTheCollectiveNamedIsTheSuspect) {
   EXPECT_FALSE(ClassifyAttemptEnd(slow).suspect_rank.has_value());
   EXPECT_FALSE(PeerRankOf(absl::OkStatus()).has_value());
   EXPECT_TRUE(WithPeerRank(absl::OkStatus(), 1).ok());
+}
+
+// The evaluation batch: the job's (up to 256) for small networks, the
+// training batch for one whose arena would grow by more than 64 MiB.
+TEST(EvalBatchFor, LargeNetworksEvaluateInTheirTrainingBatch) {
+  auto arch = [](const char* name) {
+    auto job = LoadJobSpecFile(std::string(TAGI_SOURCE_DIR) + "/examples/" + name);
+    EXPECT_TRUE(job.ok()) << job.status();
+    auto a = engine::ArchitectureFromJobSpec(*job);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return *a;
+  };
+  const spec::Architecture mlp = arch("fmnist_fnn.json");
+  EXPECT_EQ(EvalBatchFor(mlp, 16, 256), 256u);
+  EXPECT_EQ(EvalBatchFor(mlp, 512, 256), 256u);  // never above the evaluation batch asked
+  const spec::Architecture resnet = arch("cifar10_resnet18.json");
+  EXPECT_EQ(EvalBatchFor(resnet, 64, 256), 64u);
+  EXPECT_EQ(EvalBatchFor(resnet, 1, 2), 2u);  // 1 more sample: within the slack
+  EXPECT_EQ(EvalBatchFor(resnet, 0, 0), 1u);
 }
 
 TEST(AgentRules, WhatARefusalMeans) {
