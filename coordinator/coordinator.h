@@ -47,6 +47,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <memory>
 #include <string>
@@ -342,6 +343,11 @@ class Coordinator {
     std::string model_path;
     // Fault tolerance.
     std::vector<std::string> previous_workers;   // ranks of the failed generation
+    // Peers named by the ranks' failure reports (FinishJobRequest.suspect_rank)
+    // in generation accused_generation: accused worker -> the workers that
+    // named it (membership.h: two accusers make a strike).
+    uint64_t accused_generation = 0;
+    std::map<std::string, std::set<std::string>> accusers;
     // Restart back-off (RestartDelay): when the current generation started,
     // how many in a row failed quickly, and no generation before `not_before`.
     absl::Time generation_started;
@@ -452,7 +458,9 @@ class Coordinator {
   // an exclusion it starts is logged, counted and named in the job's reason.
   void StrikeLocked(WorkerRecord& w, JobRecord& r, uint64_t gen, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A retryable FinishJob of generation `ranks` naming a suspect rank.
+  // A retryable FinishJob of the generation whose ranks are `ranks`,
+  // naming a suspect rank: recorded; the second distinct accuser of the
+  // same worker strikes it.
   void BlameSuspectLocked(JobRecord& r, const tagi::v1::FinishJobRequest& req,
                           const std::vector<std::string>& ranks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the worker can be placed now: live, asked for work, not in a

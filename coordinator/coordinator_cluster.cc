@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/checksum.h"
 #include "common/file_util.h"
 #include "common/job_spec.h"
@@ -354,9 +355,19 @@ void Coordinator::BlameSuspectLocked(JobRecord& r, const tagi::v1::FinishJobRequ
   }
   auto w = workers_.find(ranks[req.suspect_rank()]);
   if (w == workers_.end()) return;
+  if (r.accused_generation != req.generation()) {
+    r.accused_generation = req.generation();
+    r.accusers.clear();
+  }
+  // One rank's word is not enough: a rogue rank could name an honest peer
+  // every generation. Two ranks naming the same one (its two ring
+  // neighbours, when it broke) are.
+  std::set<std::string>& by = r.accusers[w->first];
+  // Bounded: the accused and the accusers hold ranks of the generation.
+  if (!by.insert(req.worker_id()).second || by.size() < 2) return;
   StrikeLocked(w->second, r, req.generation(),
-               absl::StrFormat("rank %d (worker %s) named rank %d (worker %s): %s", req.rank(),
-                               req.worker_id(), req.suspect_rank(), w->first, Clip(req.reason())));
+               absl::StrFormat("named by workers %s as the rank that broke the group (%s)",
+                               absl::StrJoin(by, " and "), Clip(req.reason())));
 }
 
 void Coordinator::NoteFailedAttemptLocked(const tagi::v1::FinishJobRequest& req) {

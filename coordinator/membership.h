@@ -96,9 +96,10 @@ absl::Duration RestartDelay(int quick_failures);
 
 // Workers that keep ending generations. A failed generation is blamed on
 // a worker when it is gone while holding a rank (its session broke, its
-// heartbeats stopped) or when a peer's collective named its rank
-// (FinishJobRequest.suspect_rank: its link broke mid-call, its call was
-// out of step); at most once per generation. After
+// heartbeats stopped) or when the collectives of two of its peers named its
+// rank (FinishJobRequest.suspect_rank: its link broke mid-call, its call
+// was out of step; one rank's word is not enough, or a rogue rank could
+// have honest peers excluded); at most once per generation. After
 // kStrikesBeforeExclusion such generations in a row (a generation it was in
 // that took a snapshot or finished clears the count) it is not placed for
 // kExclusionBase, doubling with each exclusion in a row up to
