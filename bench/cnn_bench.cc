@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "spec/plan.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/model.h"
+#include "worker/engine/thread_team.h"
 
 namespace tagi::bench {
 namespace {
@@ -75,8 +77,11 @@ struct Result {
   double sgemm_gflops = 0;    // the same products as bare SGEMMs
 };
 
-// Bare SGEMMs of the convolutions' shapes (forward orientation), timed.
-double SgemmSecondsPerStep(const std::vector<ConvShape>& shapes, double* flops) {
+// Bare SGEMMs of the convolutions' shapes (forward orientation), timed,
+// on a team of `threads` as a model runs them (blas.h Gemm).
+double SgemmSecondsPerStep(const std::vector<ConvShape>& shapes, int threads, double* flops) {
+  std::unique_ptr<engine::ThreadTeam> team;
+  if (threads > 1) team = std::make_unique<engine::ThreadTeam>(threads);
   std::vector<std::vector<float>> a, b, c;
   for (const ConvShape& s : shapes) {
     a.emplace_back(s.out * s.rows, 0.5f);
@@ -88,7 +93,8 @@ double SgemmSecondsPerStep(const std::vector<ConvShape>& shapes, double* flops) 
       const ConvShape& s = shapes[i];
       for (size_t ch = 0; ch < s.chunks * static_cast<size_t>(s.products); ++ch) {
         engine::Gemm(engine::Trans::kNo, engine::Trans::kNo, s.out, s.columns, s.rows,
-                     a[i].data(), s.rows, b[i].data(), s.columns, 0.0f, c[i].data(), s.columns);
+                     a[i].data(), s.rows, b[i].data(), s.columns, 0.0f, c[i].data(), s.columns,
+                     team.get());
       }
     }
   };
@@ -132,7 +138,7 @@ Result Time(const std::string& name, const spec::Architecture& arch, size_t batc
   r.samples_per_second = static_cast<double>(steps * batch) / elapsed;
   r.conv_gflops = ConvFlops(shapes) * steps / elapsed / 1e9;
   double flops = 0;
-  const double sgemm = SgemmSecondsPerStep(shapes, &flops);
+  const double sgemm = SgemmSecondsPerStep(shapes, threads, &flops);
   r.sgemm_gflops = flops / sgemm / 1e9;
   r.conv_seconds = sgemm / (elapsed / steps);
   return r;

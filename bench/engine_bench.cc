@@ -25,6 +25,7 @@
 #include "bench/bench_mlp.h"
 #include "worker/engine/blas.h"
 #include "worker/engine/model.h"
+#include "worker/engine/thread_team.h"
 
 namespace tagi::bench {
 namespace {
@@ -74,10 +75,13 @@ Result TimeTraining(const std::string& name, const engine::Architecture& arch, s
 // cblas_sgemm on square n x n matrices.
 double SgemmGflops(int threads, size_t n, double seconds) {
   engine::SetBlasThreads(threads);
+  // As a model runs its products: on a team of `threads` (blas.h Gemm).
+  std::unique_ptr<engine::ThreadTeam> team;
+  if (threads > 1) team = std::make_unique<engine::ThreadTeam>(threads);
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
   auto once = [&] {
     engine::Gemm(engine::Trans::kNo, engine::Trans::kYes, n, n, n, a.data(), n, b.data(), n,
-                 0.0f, c.data(), n);
+                 0.0f, c.data(), n, team.get());
   };
   once();
   size_t calls = 0;

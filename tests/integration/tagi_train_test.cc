@@ -136,16 +136,46 @@ TEST(TagiTrain, CnnExampleLearnsOnASubsetAndEvaluatesFromItsFile) {
   // 100 steps of B = 128 (the full epoch gives about 84 %). So few steps
   // are still a lottery for the test accuracy: in evaluation the batch
   // norms use running statistics that trail the fast-moving network, so
-  // the last bits of the products move it a lot. With seed 1: 68.0 % at 1
-  // thread and 50.8 % at 2 (OpenBLAS splits the products differently;
-  // training accuracy 56 % for both), 72-74 % before the ThreadTeam
-  // change; after 50 steps it ranged 22-61 % over seeds. So this asserts
-  // learning (four times chance), not a figure.
+  // the last bits of the products move it a lot. With seed 1, when
+  // OpenBLAS still split the products by thread count: 68.0 % at 1 thread
+  // and 50.8 % at 2 (training accuracy 56 % for both); after 50 steps it
+  // ranged 22-61 % over seeds. So this asserts learning (four times
+  // chance), not a figure; the test above pins 1 and 2 threads to one model.
   EXPECT_GE(JsonNumber(r.out, "test_accuracy"), 0.40) << r.err;
   const ProcessResult e = Train({"--eval", model, job, "--json"});
   ASSERT_EQ(e.exit_code, 0) << e.err;
   EXPECT_NEAR(JsonNumber(e.out, "test_accuracy"), JsonNumber(r.out, "test_accuracy"), 1e-9);
   EXPECT_EQ(JsonString(e.out, "parameter_checksum"), JsonString(r.out, "parameter_checksum"));
+}
+
+// The same bits for any --threads (issue 28): the CNN, whose convolutions
+// are products large enough to be split over the team, trains to one
+// checksum at 1 and 2 threads, and evaluates to one accuracy.
+TEST(TagiTrain, TheCnnTrainsToTheSameBitsAtOneAndTwoThreads) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  std::ifstream in(kExamples + "/fmnist_cnn.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string limited = absl::StrReplaceAll(
+      text, {{R"("data": {"kind": "FASHION_MNIST"})",
+              R"("data": {"kind": "FASHION_MNIST", "trainLimit": 2560, "testLimit": 500})"}});
+  ASSERT_NE(limited, text) << "the example's data line changed";
+  TempDir dir;
+  const std::string job = dir.Write("cnn.json", limited);
+  std::string checksum, accuracy;
+  for (const char* threads : {"1", "2"}) {
+    const ProcessResult r = Train({job, "--epochs", "1", "--threads", threads, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string c = JsonString(r.out, "parameter_checksum");
+    const std::string a = absl::StrCat(JsonNumber(r.out, "test_accuracy"));
+    ASSERT_EQ(c.size(), 16u) << r.out;
+    if (checksum.empty()) {
+      checksum = c;
+      accuracy = a;
+      continue;
+    }
+    EXPECT_EQ(c, checksum) << "--threads " << threads << " trained another model";
+    EXPECT_EQ(a, accuracy);
+  }
 }
 
 TEST(TagiTrain, ToyRegressionExampleFitsTheCubic) {

@@ -18,14 +18,30 @@ namespace tagi::engine {
 
 enum class Trans { kNo, kYes };
 
+class ThreadTeam;
+
 // C[m x n] = op(A)[m x k] * op(B)[k x n] + beta * C.
 // Leading dimensions are those of the stored (untransposed) matrices.
+//
+// The same bits for any thread count: OpenBLAS always runs on one thread.
+// A large product (kGemmSplitWork multiply-adds or more) is cut into
+// blocks of kGemmColumnBlock columns of C, a fixed cut whatever the team,
+// each block one single-threaded product over the whole inner dimension;
+// `team` (when given) runs the blocks side by side. Every element of C is
+// so computed by the same call with the same operands on 1 thread or 16.
+// (OpenBLAS's own threading split products differently with the thread
+// count, and the sums' rounding with them: a run could not be resumed
+// bit-exactly on a worker with another --threads.)
+inline constexpr size_t kGemmSplitWork = size_t{1} << 23;
+inline constexpr size_t kGemmColumnBlock = 256;
 void Gemm(Trans ta, Trans tb, size_t m, size_t n, size_t k, const float* a,
-          size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc);
+          size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc,
+          ThreadTeam* team = nullptr);
 
-// Sets the process-wide thread count Gemm uses for large products (small
-// ones run on one thread). Values below 1 mean 1. Called only from main(),
-// before any engine runs (see above).
+// Sets the process-wide thread count (the size of a model's ThreadTeam,
+// which runs the blocks of large products and the elementwise loops);
+// OpenBLAS itself is set to one thread. Values below 1 mean 1. Called only
+// from main(), before any engine runs (see above).
 void SetBlasThreads(int threads);
 // OpenBLAS's idle threads yield-spin for a while after each product
 // (OPENBLAS_THREAD_TIMEOUT, read once when the library loads), which takes

@@ -127,16 +127,17 @@ void Conv2d::Forward(const LayerIo& io, Mode /*mode*/) {
     });
     Square(io.team, col_mu, col_sq, rows_, ld);
     // mu_z = mu_w * mu_a
-    Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.mu, rows_, col_mu, ld, 0.0f, z_mu, ld);
+    Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.mu, rows_, col_mu, ld, 0.0f, z_mu, ld, io.team);
     // var_z = (mu_w^2 + var_w) * var_a + var_w * mu_a^2; the data's variance
     // is zero, which skips the first product.
     float beta = 0.0f;
     if (!io.input_is_data) {
       Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, io.derived + weights(), rows_, col_var, ld, 0.0f,
-           z_var, ld);
+           z_var, ld, io.team);
       beta = 1.0f;
     }
-    Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.var, rows_, col_sq, ld, beta, z_var, ld);
+    Gemm(Trans::kNo, Trans::kNo, out_, n, rows_, w.var, rows_, col_sq, ld, beta, z_var, ld,
+         io.team);
     // [out][sample, position] -> [sample][out][position], plus the biases.
     ParallelFor(io.team, m, 2, [&](size_t b0, size_t b1) {
       for (size_t b = b0; b < b1; ++b) {
@@ -189,13 +190,16 @@ void Conv2d::Backward(const LayerIo& io) {
     // (the factors are applied after the sum).
     const float beta = first == 0 ? 0.0f : 1.0f;
     Square(io.team, col_a, col_b, rows_, ld);
-    Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_mu, ld, col_a, ld, beta, dw.mu, rows_);
-    Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_var, ld, col_b, ld, beta, dw.var, rows_);
+    Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_mu, ld, col_a, ld, beta, dw.mu, rows_,
+         io.team);
+    Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_var, ld, col_b, ld, beta, dw.var, rows_,
+         io.team);
     if (io.delta_in.mu == nullptr) continue;
     // Innovations of the input: the transposed convolutions of the output
     // innovations with mu_w and mu_w^2, scattered back by col2im.
-    Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, w.mu, rows_, dz_mu, ld, 0.0f, col_a, ld);
-    Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, io.derived, rows_, dz_var, ld, 0.0f, col_b, ld);
+    Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, w.mu, rows_, dz_mu, ld, 0.0f, col_a, ld, io.team);
+    Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, io.derived, rows_, dz_var, ld, 0.0f, col_b, ld,
+         io.team);
     ParallelFor(io.team, m, 2, [&](size_t b0, size_t b1) {
       for (size_t b = b0; b < b1; ++b) {
         Col2Im(g_, col_a + b * p, ld, io.delta_in.mu + (first + b) * in_n);

@@ -28,14 +28,16 @@ void Linear::Forward(const LayerIo& io, Mode /*mode*/) {
   for (size_t i = 0; i < batch * in_; ++i) sq[i] = mu_a[i] * mu_a[i];
 
   // mu_z = mu_a mu_w^T + mu_b
-  Gemm(Trans::kNo, Trans::kYes, batch, out_, in_, mu_a, in_, w.mu, in_, 1.0f, mu_z, out_);
+  Gemm(Trans::kNo, Trans::kYes, batch, out_, in_, mu_a, in_, w.mu, in_, 1.0f, mu_z, out_,
+       io.team);
   // var_z = var_a (mu_w^2 + var_w)^T + mu_a^2 var_w^T + var_b; the data's
   // variance is zero, which skips the first product.
   if (!io.input_is_data) {
     Gemm(Trans::kNo, Trans::kYes, batch, out_, in_, io.in.var, in_, io.derived + weights(), in_,
-         1.0f, var_z, out_);
+         1.0f, var_z, out_, io.team);
   }
-  Gemm(Trans::kNo, Trans::kYes, batch, out_, in_, sq, in_, w.var, in_, 1.0f, var_z, out_);
+  Gemm(Trans::kNo, Trans::kYes, batch, out_, in_, sq, in_, w.var, in_, 1.0f, var_z, out_,
+       io.team);
 }
 
 void Linear::Backward(const LayerIo& io) {
@@ -69,9 +71,9 @@ void Linear::Backward(const LayerIo& io) {
     float* dmw = dw.mu + begin * in_;
     float* dvw = dw.var + begin * in_;
     Gemm(Trans::kYes, Trans::kNo, n, in_, batch, dmu + begin, out_, io.in.mu, in_, 0.0f, dmw,
-         in_);
+         in_, io.team);
     Gemm(Trans::kYes, Trans::kNo, n, in_, batch, dvar + begin, out_, io.scratch, in_, 0.0f, dvw,
-         in_);
+         in_, io.team);
     const float* __restrict var_w = w.var + begin * in_;
     for (size_t i = 0; i < n * in_; ++i) {
       dmw[i] *= var_w[i];
@@ -83,9 +85,10 @@ void Linear::Backward(const LayerIo& io) {
   if (io.delta_in.mu == nullptr) return;
   // Innovations of the input units (only the weight means enter):
   // delta_mu_a = dmu mu_w, delta_var_a = dvar mu_w^2.
-  Gemm(Trans::kNo, Trans::kNo, batch, in_, out_, dmu, out_, w.mu, in_, 0.0f, io.delta_in.mu, in_);
+  Gemm(Trans::kNo, Trans::kNo, batch, in_, out_, dmu, out_, w.mu, in_, 0.0f, io.delta_in.mu, in_,
+       io.team);
   Gemm(Trans::kNo, Trans::kNo, batch, in_, out_, dvar, out_, io.derived, in_, 0.0f,
-       io.delta_in.var, in_);
+       io.delta_in.var, in_, io.team);
 }
 
 size_t RowsPerDeltaBlock(size_t out, size_t in) {

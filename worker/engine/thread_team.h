@@ -1,10 +1,10 @@
 // ThreadTeam: a fixed team of threads for the engine's elementwise loops.
 //
-// The matrix products run on OpenBLAS's own threads; everything between
-// them (im2col, col2im, batch and layer norms, pooling, activations) would
-// run on one core. A Model with more than one BLAS thread owns a team of
-// that size, started when the model is made (never inside a step), and
-// splits those loops over it. The helpers sleep on a condition variable
+// A Model with more than one thread (--threads) owns a team of that size,
+// started when the model is made (never inside a step). It runs the
+// column blocks of large matrix products (blas.h Gemm: OpenBLAS itself on
+// one thread) and splits the loops between them (im2col, col2im, batch and
+// layer norms, pooling, activations). The helpers sleep on a condition variable
 // between calls, so they never spin against OpenBLAS's threads.
 //
 // Work is split into contiguous ranges of independent items (samples,
