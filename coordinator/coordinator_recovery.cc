@@ -129,22 +129,17 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
   report.set_rank(m.rank());
   *report.mutable_progress() = m.progress();
   auto reply = ReportProgressLocked(report);
-  if (!reply.ok()) {
-    // A stale generation, a job this coordinator no longer runs, or a rank
-    // the worker does not hold: that attempt is over for it. Until it asks
-    // for work again it is still ending that attempt (a rank 0 holding a
-    // snapshot for a restarted coordinator uploads it first), so it is not
-    // placed: the next generation then resumes from that snapshot.
-    w.checked_in = false;
-    DirectLocked(w, tagi::v1::ABORT, m.job_id(), m.generation(),
-                 std::string(reply.status().message()));
-  } else if (reply->directive() != tagi::v1::CONTINUE) {
-    // The same for a worker told to stop an attempt this coordinator does
-    // not hold it in: the ranks of a job that a restarted coordinator
-    // reloaded, reconnecting still in its old generation.
-    if (w.job_id != m.job_id()) w.checked_in = false;
-    DirectLocked(w, reply->directive(), m.job_id(), m.generation(), reply->reason());
-  }
+  if (reply.ok() && reply->directive() == tagi::v1::CONTINUE) return absl::OkStatus();
+  // The attempt is over for it: a stale generation, a job this coordinator
+  // no longer runs, a rank the worker does not hold, or an ABORT or CANCEL.
+  // A worker this coordinator does not hold in that job (the ranks of a job
+  // a restarted coordinator reloaded, reconnecting still in their old
+  // generation) is still ending the attempt until it asks for work again (a
+  // rank 0 holding a snapshot uploads it first), so it is not placed
+  // meanwhile: the next generation then resumes from that snapshot.
+  if (!reply.ok() || w.job_id != m.job_id()) w.checked_in = false;
+  DirectLocked(w, reply.ok() ? reply->directive() : tagi::v1::ABORT, m.job_id(), m.generation(),
+               reply.ok() ? reply->reason() : std::string(reply.status().message()));
   return absl::OkStatus();
 }
 

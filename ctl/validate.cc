@@ -19,9 +19,6 @@ std::string Json(absl::string_view s) {
   return out;
 }
 
-// The float alignment of the CPU engine's arenas (worker/engine/model.cc).
-constexpr size_t kCpuAlignFloats = 16;
-
 double Mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 // What the CPU engine allocates for a plan, in bytes (worker/engine/model.cc
@@ -43,8 +40,8 @@ EngineMemory CpuEngineMemory(const spec::Plan& p) {
   m.total = m.parameters + m.batch + m.workspace + m.derived;
   m.scratch = m.batch - m.innovations;
   for (const spec::BoundaryPlan& b : p.boundaries) {
-    const size_t n = (p.max_batch * b.size + kCpuAlignFloats - 1) / kCpuAlignFloats *
-                     kCpuAlignFloats * sizeof(float);
+    constexpr size_t kAlign = spec::kCpuAlignFloats;
+    const size_t n = (p.max_batch * b.size + kAlign - 1) / kAlign * kAlign * sizeof(float);
     m.units += 2 * n;
     if (b.has_jcb) m.jcb += n;
   }
@@ -69,7 +66,7 @@ Validation ValidateJobFile(const std::string& path) {
   if (!arch.ok()) return Invalid(path, arch.status());
   const spec::Shape out = spec::OutputShape(arch->layers, arch->input);
   absl::StatusOr<spec::Plan> plan =
-      spec::MakePlan(*arch, {std::max<size_t>(spec->batch_size(), 1), kCpuAlignFloats});
+      spec::MakePlan(*arch, {std::max<size_t>(spec->batch_size(), 1), spec::kCpuAlignFloats});
   if (!plan.ok()) return Invalid(path, plan.status());
   const EngineMemory m = CpuEngineMemory(*plan);
   Validation v;

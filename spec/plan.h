@@ -107,9 +107,13 @@ struct Step {
   Slot in2_delta;  // kAdd: of `in2`
 };
 
+// The CPU engine's alignment of batch and derived offsets (64 B: a cache
+// line); the CUDA engine aligns to 64 floats for cuBLAS.
+inline constexpr size_t kCpuAlignFloats = 16;
+
 struct PlanOptions {
   size_t max_batch = 1;
-  size_t align_floats = 16;
+  size_t align_floats = kCpuAlignFloats;
 };
 
 struct Plan {

@@ -417,8 +417,8 @@ size_t EvalBatchFor(const spec::Architecture& arch, size_t train_batch, size_t e
   train_batch = std::max<size_t>(train_batch, 1);
   if (eval_batch <= train_batch) return std::max<size_t>(eval_batch, 1);
   // The architecture was planned when the model was made: these cannot fail.
-  const auto train = spec::MakePlan(arch, {train_batch, 16});
-  const auto eval = spec::MakePlan(arch, {eval_batch, 16});
+  const auto train = spec::MakePlan(arch, {train_batch, spec::kCpuAlignFloats});
+  const auto eval = spec::MakePlan(arch, {eval_batch, spec::kCpuAlignFloats});
   if (!train.ok() || !eval.ok()) return train_batch;
   const size_t more = (eval->batch_floats - train->batch_floats) * sizeof(float);
   return more > kEvalArenaSlackBytes ? train_batch : eval_batch;

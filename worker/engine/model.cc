@@ -19,9 +19,6 @@
 namespace tagi::engine {
 namespace {
 
-// CPU batch arena offsets: 64-byte aligned.
-constexpr size_t kAlignFloats = 16;
-
 void AddInto(GaussianView dst, ConstGaussianView src, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     dst.mu[i] += src.mu[i];
@@ -59,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Layer>> MakeLayer(const spec::PlannedLayer& plann
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const Architecture& arch,
                                                      size_t max_batch) {
-  auto plan = spec::MakePlan(arch, {std::max<size_t>(max_batch, 1), kAlignFloats});
+  auto plan = spec::MakePlan(arch, {std::max<size_t>(max_batch, 1), spec::kCpuAlignFloats});
   if (!plan.ok()) return plan.status();
   std::unique_ptr<Model> model(new Model(std::move(*plan)));
   if (absl::Status st = model->Build(); !st.ok()) return st;
@@ -92,7 +89,7 @@ void Model::Reserve(size_t max_batch) {
   if (max_batch <= plan_.max_batch) return;
   // The architecture was valid when the model was made: planning again
   // for a larger batch cannot fail.
-  plan_ = std::move(spec::MakePlan(plan_.arch, {max_batch, kAlignFloats})).value();
+  plan_ = std::move(spec::MakePlan(plan_.arch, {max_batch, spec::kCpuAlignFloats})).value();
   batch_.assign(plan_.batch_floats, 0.0f);
 }
 
