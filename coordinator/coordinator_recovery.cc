@@ -132,12 +132,20 @@ absl::Status Coordinator::OnSessionMessageLocked(uint64_t token,
   if (reply.ok() && reply->directive() == tagi::v1::CONTINUE) return absl::OkStatus();
   // The attempt is over for it: a stale generation, a job this coordinator
   // no longer runs, a rank the worker does not hold, or an ABORT or CANCEL.
-  // A worker this coordinator does not hold in that job (the ranks of a job
-  // a restarted coordinator reloaded, reconnecting still in their old
-  // generation) is still ending the attempt until it asks for work again (a
-  // rank 0 holding a snapshot uploads it first), so it is not placed
-  // meanwhile: the next generation then resumes from that snapshot.
-  if (!reply.ok() || w.job_id != m.job_id()) w.checked_in = false;
+  // A worker this coordinator does not hold in a job that is recovering
+  // (the ranks of a job a restarted coordinator reloaded, reconnecting
+  // still in their old generation) is still ending the attempt until it
+  // asks for work again (a rank 0 holding a snapshot uploads it first), so
+  // it is not placed meanwhile: the next generation then resumes from that
+  // snapshot. A worker already waiting in Rendezvous has ended it: this is
+  // a message sent before, and it stays placeable (else it would sit out a
+  // whole poll after every job).
+  const auto job = jobs_.find(m.job_id());
+  const bool recovering = job != jobs_.end() && job->second.job.state() == tagi::v1::PENDING;
+  if (!polls_.contains(w.info.id()) &&
+      (!reply.ok() || (w.job_id != m.job_id() && recovering))) {
+    w.checked_in = false;
+  }
   DirectLocked(w, reply.ok() ? reply->directive() : tagi::v1::ABORT, m.job_id(), m.generation(),
                reply.ok() ? reply->reason() : std::string(reply.status().message()));
   return absl::OkStatus();
