@@ -1,6 +1,7 @@
 #include "worker/engine/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -121,17 +122,41 @@ void Model::TakeReducedState(float scale) {
   for (size_t i = 0; i < state_.size(); ++i) state_[i] = reduced[i] * scale;
 }
 
+namespace {
+
+using ProfileClock = std::chrono::steady_clock;
+
+// Adds the time since `*since` to `*to` and restarts `*since`.
+void Lap(ProfileClock::time_point* since, double* to) {
+  const ProfileClock::time_point now = ProfileClock::now();
+  *to += std::chrono::duration<double>(now - *since).count();
+  *since = now;
+}
+
+}  // namespace
+
+void Model::SetProfile(StepProfile* profile) {
+  profile_ = profile;
+  if (profile_ == nullptr) return;
+  profile_->forward.assign(plan_.steps.size(), 0.0);
+  profile_->backward.assign(plan_.steps.size(), 0.0);
+  profile_->head = 0.0;
+}
+
 void Model::Forward(const float* x, size_t batch, Mode mode) {
   Reserve(batch);
+  ProfileClock::time_point lap = profile_ ? ProfileClock::now() : ProfileClock::time_point{};
   const GaussianView input = At(plan_.input().units);
   std::memcpy(input.mu, x, batch * input_width() * sizeof(float));
   std::memset(input.var, 0, batch * input_width() * sizeof(float));
-  for (const spec::Step& step : plan_.steps) {
+  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    const spec::Step& step = plan_.steps[s];
     if (step.op == spec::Step::Op::kLayer) {
       LayerIo io = StepIo(plan_, Bases(), step, batch);
       io.team = team_.get();
       if (mode == Mode::kTrain && batch_sync_) io.sync = &*batch_sync_;
       layers_[static_cast<size_t>(step.layer)]->Forward(io, mode);
+      if (profile_) Lap(&lap, &profile_->forward[s]);
       continue;
     }
     // A residual merge: the branches are independent, so means and
@@ -145,6 +170,7 @@ void Model::Forward(const float* x, size_t batch, Mode mode) {
       o.mu[i] = a.mu[i] + b.mu[i];
       o.var[i] = a.var[i] + b.var[i];
     }
+    if (profile_) Lap(&lap, &profile_->forward[s]);
   }
 }
 
@@ -156,6 +182,7 @@ ConstGaussianView Model::output() const {
 void Model::TrainStepLocal(const float* x, const int32_t* labels, const float* targets,
                            size_t batch, float sigma_v) {
   Forward(x, batch, Mode::kTrain);
+  ProfileClock::time_point lap = profile_ ? ProfileClock::now() : ProfileClock::time_point{};
   const GaussianView delta = At(plan_.output().delta);
   const HeadDesc& head = plan_.arch.head;
   if (tree_) {
@@ -168,6 +195,7 @@ void Model::TrainStepLocal(const float* x, const int32_t* labels, const float* t
   } else {
     RegressionDeltas(output(), targets, batch * output_width(), sigma_v, delta);
   }
+  if (profile_) Lap(&lap, &profile_->head);
   Backward(batch);
 }
 
@@ -189,6 +217,7 @@ void Model::SetBackwardObserver(std::function<void(size_t ready_from)> observer)
 }
 
 void Model::Backward(size_t batch) {
+  ProfileClock::time_point lap = profile_ ? ProfileClock::now() : ProfileClock::time_point{};
   for (size_t s = plan_.steps.size(); s-- > 0;) {
     const spec::Step& step = plan_.steps[s];
     const spec::BoundaryPlan& out = plan_.boundaries[static_cast<size_t>(step.out)];
@@ -212,6 +241,7 @@ void Model::Backward(size_t batch) {
       }
       layers_[layer]->Backward(io);
       if (backward_observer_) backward_observer_(ready_from_[s]);
+      if (profile_) Lap(&lap, &profile_->backward[s]);
       continue;
     }
     // A residual merge passes the innovations of its output unchanged to
@@ -223,6 +253,7 @@ void Model::Backward(size_t batch) {
       std::memcpy(d.mu, delta_out.mu, n * sizeof(float));
       std::memcpy(d.var, delta_out.var, n * sizeof(float));
     }
+    if (profile_) Lap(&lap, &profile_->backward[s]);
   }
 }
 

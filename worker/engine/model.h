@@ -126,6 +126,17 @@ class Model {
   // within a step; 0 by the end. Empty: none.
   void SetBackwardObserver(std::function<void(size_t ready_from)> observer);
 
+  // Wall time per plan step, summed over the calls since SetProfile (a
+  // bench's split of a step by kind of work: cnn_bench --split). Timing
+  // costs two clock reads per step; null (the default) times nothing.
+  struct StepProfile {
+    std::vector<double> forward;   // seconds per plan step
+    std::vector<double> backward;  // seconds per plan step
+    double head = 0;               // the output layer's innovations
+  };
+  // Sizes `profile` to the plan and zeroes it; it must outlive its use.
+  void SetProfile(StepProfile* profile);
+
   // Classification: class probabilities [batch][K] of the last Forward.
   void ClassProbabilities(size_t batch, float* probs) const;
   const HsmTree* hsm_tree() const { return tree_ ? &*tree_ : nullptr; }
@@ -160,6 +171,7 @@ class Model {
   // parameters.
   std::vector<size_t> ready_from_;
   std::vector<size_t> layer_end_;
+  StepProfile* profile_ = nullptr;
   // Node probabilities for ClassProbabilities (no allocation per call).
   // mutable: scratch only, ClassProbabilities is logically const.
   mutable std::vector<float> node_scratch_;
