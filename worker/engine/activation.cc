@@ -1,4 +1,8 @@
 #include "worker/engine/activation.h"
+
+#include <bit>
+#include <cstdint>
+
 #include "worker/engine/cpu_layers.h"
 
 namespace tagi::engine {
@@ -18,21 +22,25 @@ ActivationMoments Activate(LayerKind kind, float slope, float mu, float var) {
 
 void Activation::Forward(const LayerIo& io, Mode /*mode*/) {
   const size_t n = io.batch * width_;
-  const float* mz = io.in.mu;
-  const float* vz = io.in.var;
-  float* ma = io.out.mu;
-  float* va = io.out.var;
-  float* jcb = io.out_jcb;
+  const float* __restrict mz = io.in.mu;
+  const float* __restrict vz = io.in.var;
+  float* __restrict ma = io.out.mu;
+  float* __restrict va = io.out.var;
+  float* __restrict jcb = io.out_jcb;
   const int kind = static_cast<int>(kind_);
   const float slope = slope_;
   ParallelFor(io.team, n, kParallelMinElements, [&](size_t begin, size_t end) {
     if (kind == tagi::v1::Layer::RELU) {
-      // The hot path of most networks: a branch-free loop.
+      // The hot path of most networks: elementwise::Relu's numbers, with
+      // its 0/1 factor made from a mask so that the compiler vectorises the
+      // loop (a float select compiled to a branch, mispredicted for half of
+      // the units: this loop was 8-10 % of the CNN's step).
       for (size_t i = begin; i < end; ++i) {
-        const elementwise::Moments m = elementwise::Relu(mz[i], vz[i]);
-        ma[i] = m.mu;
-        va[i] = m.var;
-        jcb[i] = m.jcb;
+        const uint32_t mask = 0u - static_cast<uint32_t>(mz[i] > 0.0f);
+        const float on = std::bit_cast<float>(std::bit_cast<uint32_t>(1.0f) & mask);
+        ma[i] = on * mz[i];
+        va[i] = on * vz[i];
+        jcb[i] = on;
       }
       return;
     }
