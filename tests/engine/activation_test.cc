@@ -4,12 +4,16 @@
 // precision directly from those formulas.
 #include "worker/engine/activation.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "spec/kinds.h"
 #include "tests/engine/layer_harness.h"
+#include "worker/engine/elementwise.h"
 
 namespace tagi::engine {
 namespace {
@@ -229,6 +233,36 @@ TEST(ActivationLayer, ReluForwardRectifiesPerUnit) {
     EXPECT_EQ(f.out.units.mu()[i], want_mu[i]) << i;
     EXPECT_EQ(f.out.units.var()[i], want_var[i]) << i;
     EXPECT_EQ(f.out.jcb[i], want_jcb[i]) << i;
+  }
+}
+
+// The layer's ReLU loop makes its 0/1 factor from a mask (so that it
+// vectorises); its outputs must keep elementwise::Relu's bits (the CUDA
+// kernels call that) on every kind of value: -0 stays -0 times the factor,
+// NaN means propagate, infinities, subnormals, both sides of zero.
+TEST(ActivationLayer, ReluLoopGivesTheSameBitsAsTheElementwiseFormula) {
+  constexpr size_t kWidth = 67;  // the vector loop and its tail
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                            inf, -inf, std::numeric_limits<float>::denorm_min(),
+                            -std::numeric_limits<float>::denorm_min(), 3.0e38f, -3.0e38f};
+  HiddenState in, out;
+  in.width = out.width = kWidth;
+  out.has_jcb = true;
+  in.Reserve(1);
+  out.Reserve(1);
+  for (size_t i = 0; i < kWidth; ++i) {
+    in.units.mu()[i] = i < std::size(specials) ? specials[i] : 0.37f * (static_cast<float>(i) - 33);
+    in.units.var()[i] = i % 5 == 0 ? std::numeric_limits<float>::quiet_NaN() : 0.01f * i;
+  }
+  Activation activation(v1::Layer::RELU, 0.0f, kWidth);
+  ActivationUnderTest layer(activation);
+  layer.Forward(in, out, 1);
+  for (size_t i = 0; i < kWidth; ++i) {
+    const elementwise::Moments m = elementwise::Relu(in.units.mu()[i], in.units.var()[i]);
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.units.mu()[i]), std::bit_cast<uint32_t>(m.mu)) << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.units.var()[i]), std::bit_cast<uint32_t>(m.var)) << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.jcb[i]), std::bit_cast<uint32_t>(m.jcb)) << i;
   }
 }
 

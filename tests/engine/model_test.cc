@@ -6,6 +6,7 @@
 #include "worker/engine/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -631,6 +632,40 @@ TEST(ModelPlan, EveryExamplesBuffersStayApartWhileLiveAndInnovationsShare) {
       }
     }
   }
+}
+
+// The bench's split of a step: every plan step is timed in both passes,
+// the times add up within the step's wall time, and nothing is timed once
+// the profile is removed.
+TEST(ModelProfile, TimesEveryStepOfBothPassesWithinTheStep) {
+  auto model = MakeModel(Hsm({Lin(6, 8), Act(v1::Layer::RELU), Lin(8, 3)}, 4), 4);
+  ASSERT_NE(model, nullptr);
+  model->Initialize(1, {});
+  Rng rng(3);
+  const std::vector<float> x = Uniform(rng, 4 * 6, -1, 1);
+  const int32_t labels[] = {0, 1, 3, 2};
+  Model::StepProfile profile;
+  profile.forward.assign(1, 99.0);  // SetProfile sizes and zeroes it
+  model->SetProfile(&profile);
+  ASSERT_EQ(profile.forward.size(), model->plan().steps.size());
+  ASSERT_EQ(profile.backward.size(), model->plan().steps.size());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) model->TrainStepLocal(x.data(), labels, nullptr, 4, 0.5f);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                          .count();
+  double total = profile.head;
+  for (size_t s = 0; s < profile.forward.size(); ++s) {
+    EXPECT_GT(profile.forward[s], 0.0) << "forward of step " << s;
+    EXPECT_GT(profile.backward[s], 0.0) << "backward of step " << s;
+    total += profile.forward[s] + profile.backward[s];
+  }
+  EXPECT_GT(profile.head, 0.0);
+  EXPECT_LE(total, wall);
+  model->SetProfile(nullptr);
+  const Model::StepProfile before = profile;
+  model->TrainStepLocal(x.data(), labels, nullptr, 4, 0.5f);
+  EXPECT_EQ(profile.forward, before.forward);
+  EXPECT_EQ(profile.backward, before.backward);
 }
 
 }  // namespace
