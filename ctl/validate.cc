@@ -24,25 +24,30 @@ double Mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0)
 // What the CPU engine allocates for a plan, in bytes (worker/engine/model.cc
 // Build): parameters and the delta arena that mirrors them (with the state
 // and the control words), state, derived, the batch arena and the workspace.
+// The shared region holds the transient units in the forward and the
+// innovations in the backward (spec/plan.h).
 struct EngineMemory {
-  size_t parameters = 0, batch = 0, innovations = 0, innovations_unshared = 0, workspace = 0,
+  size_t parameters = 0, batch = 0, shared = 0, innovations_unshared = 0, workspace = 0,
          derived = 0, total = 0;
-  size_t units = 0, jcb = 0, scratch = 0;  // of the batch arena, with their alignment
+  // Of the batch arena, with their alignment: units kept for the backward,
+  // jcb, layer scratch; and the transient units, counted in `shared`.
+  size_t units = 0, jcb = 0, scratch = 0, transient_units = 0;
 };
 EngineMemory CpuEngineMemory(const spec::Plan& p) {
   EngineMemory m;
   m.parameters = (4 * p.num_parameters + 2 * p.num_state) * sizeof(float);
   m.batch = p.batch_floats * sizeof(float);
-  m.innovations = p.delta_floats * sizeof(float);
+  m.shared = p.delta_floats * sizeof(float);
   m.innovations_unshared = p.delta_floats_unshared * sizeof(float);
+  m.transient_units = p.transient_unit_floats * sizeof(float);
   m.workspace = p.workspace_floats * sizeof(float);
   m.derived = p.derived_floats * sizeof(float);
   m.total = m.parameters + m.batch + m.workspace + m.derived;
-  m.scratch = m.batch - m.innovations;
+  m.scratch = m.batch - m.shared;
   for (const spec::BoundaryPlan& b : p.boundaries) {
     constexpr size_t kAlign = spec::kCpuAlignFloats;
     const size_t n = (p.max_batch * b.size + kAlign - 1) / kAlign * kAlign * sizeof(float);
-    m.units += 2 * n;
+    if (!b.units_transient) m.units += 2 * n;
     if (b.has_jcb) m.jcb += n;
   }
   m.scratch -= m.units + m.jcb;
@@ -74,20 +79,22 @@ Validation ValidateJobFile(const std::string& path) {
   v.text = absl::StrFormat(
       "%s: valid: %s; %d parameters, %d state values, output %s\n"
       "  memory of a training step at batch %d (CPU engine): %.1f MiB: parameters and their "
-      "deltas %.1f, batch arena %.1f (units %.1f, jcb %.1f, layer scratch %.1f, innovations "
-      "%.1f shared by lifetime, %.1f unshared), workspace %.1f, derived %.1f\n",
+      "deltas %.1f, batch arena %.1f (units kept for the backward %.1f, jcb %.1f, layer scratch "
+      "%.1f, shared by lifetime %.1f: units of the forward only %.1f and innovations %.1f "
+      "unshared), workspace %.1f, derived %.1f\n",
       Printable(path), arch->ToString(), arch->num_parameters(), arch->num_state(),
       out.ToString(), plan->max_batch, Mib(m.total), Mib(m.parameters), Mib(m.batch),
-      Mib(m.units), Mib(m.jcb), Mib(m.scratch), Mib(m.innovations),
+      Mib(m.units), Mib(m.jcb), Mib(m.scratch), Mib(m.shared), Mib(m.transient_units),
       Mib(m.innovations_unshared), Mib(m.workspace), Mib(m.derived));
   v.json = absl::StrFormat(
       "{\"valid\": true, \"architecture\": %s, \"parameters\": %d, \"state\": %d, "
       "\"output\": [%d, %d, %d], \"memory\": {\"batch\": %d, \"totalBytes\": %d, "
-      "\"parameterBytes\": %d, \"batchArenaBytes\": %d, \"innovationBytes\": %d, "
-      "\"innovationBytesUnshared\": %d, \"workspaceBytes\": %d, \"derivedBytes\": %d}}\n",
+      "\"parameterBytes\": %d, \"batchArenaBytes\": %d, \"keptUnitBytes\": %d, "
+      "\"sharedBytes\": %d, \"transientUnitBytes\": %d, \"innovationBytesUnshared\": %d, "
+      "\"workspaceBytes\": %d, \"derivedBytes\": %d}}\n",
       Json(arch->ToString()), arch->num_parameters(), arch->num_state(), out.c, out.h, out.w,
-      plan->max_batch, m.total, m.parameters, m.batch, m.innovations, m.innovations_unshared,
-      m.workspace, m.derived);
+      plan->max_batch, m.total, m.parameters, m.batch, m.units, m.shared, m.transient_units,
+      m.innovations_unshared, m.workspace, m.derived);
   return v;
 }
 

@@ -55,6 +55,12 @@ class KindRules {
   virtual const char* field() const = 0;
   // Whether its forward writes a jcb (an activation) at its output.
   virtual bool produces_jcb() const { return false; }
+  // Whether its backward reads its input's units (means and variances).
+  // When no consumer of a boundary does (activations read their jcb,
+  // pools their scratch or nothing), the planner shares the boundary's
+  // units once the forward is past its last reader (spec/plan.h).
+  // Both engines' layers must keep to what this says.
+  virtual bool backward_reads_input() const { return true; }
   // Its token in a network's one-line description ("-256", "-CONV(32,k3,s1)",
   // "-RELU"): by default "-" and the kind's name.
   virtual std::string Describe(const LayerSpec& spec) const;

@@ -21,6 +21,48 @@ int FirstLive(const BoundaryPlan& bp, int num_steps) {
   return bp.last_consumer >= num_steps ? 0 : bp.producer;
 }
 
+// A first-fit allocator of offsets in a region that grows at its end.
+class FirstFit {
+ public:
+  size_t Take(size_t count) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second - it->first < count) continue;
+      const size_t at = it->first;
+      it->first += count;
+      if (it->first == it->second) free_.erase(it);
+      return at;
+    }
+    // None fits: grow, taking a free run that ends at the end.
+    size_t at = size_;
+    if (!free_.empty() && free_.back().second == size_) {
+      at = free_.back().first;
+      free_.pop_back();
+    }
+    size_ = at + count;
+    return at;
+  }
+  void Give(size_t at, size_t count) {
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::pair{at, at + count});
+    it = free_.insert(it, {at, at + count});
+    // Merge with the next run, then with the previous one.
+    if (auto next = std::next(it); next != free_.end() && it->second == next->first) {
+      it->second = next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      if (auto prev = std::prev(it); prev->second == it->first) {
+        prev->second = it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  size_t size() const { return size_; }
+
+ private:
+  std::vector<std::pair<size_t, size_t>> free_;  // [begin, end), sorted, disjoint
+  size_t size_ = 0;
+};
+
 class Planner {
  public:
   Planner(Plan& plan, size_t align) : plan_(plan), align_(align) {}
@@ -62,9 +104,14 @@ class Planner {
     for (size_t i = 0; i < plan_.boundaries.size(); ++i) {
       BoundaryPlan& bp = plan_.boundaries[i];
       const size_t n = b * bp.size;
-      bp.units = {take(n), take(n)};
-      if (bp.has_jcb) bp.jcb = take(n);
       bp.last_consumer = consumers_[i].empty() ? num_steps : consumers_[i].back().first;
+      bp.units_transient = !bp.is_input && !consumers_[i].empty() &&
+                           std::none_of(consumers_[i].begin(), consumers_[i].end(),
+                                        [&](const std::pair<int, int>& c) {
+                                          return BackwardReadsInput(c.first);
+                                        });
+      if (!bp.units_transient) bp.units = {take(n), take(n)};
+      if (bp.has_jcb) bp.jcb = take(n);
     }
     for (PlannedLayer& l : plan_.layers) l.scratch = take(b * l.scratch_per_sample);
     ShareInnovations(size);
@@ -74,13 +121,48 @@ class Planner {
  private:
   size_t Aligned(size_t count) const { return (count + align_ - 1) / align_ * align_; }
 
+  bool BackwardReadsInput(int step) const {
+    const Step& s = plan_.steps[static_cast<size_t>(step)];
+    if (s.op != Step::Op::kLayer) return false;  // a residual add passes innovations on
+    return RulesOf(plan_.layers[static_cast<size_t>(s.layer)].spec.kind)->backward_reads_input();
+  }
+
+  // Places the transient units in `region` in forward order (first fit;
+  // a boundary's units are freed after its last consumer's step, once the
+  // units that step writes have their places). All are free again at the
+  // end of the forward.
+  void ShareTransientUnits(size_t base, FirstFit& region) {
+    const size_t b = plan_.max_batch;
+    const size_t num_steps = plan_.steps.size();
+    std::vector<std::vector<size_t>> ends(num_steps);
+    for (size_t t = 0; t < num_steps; ++t) {
+      const size_t i = static_cast<size_t>(plan_.steps[t].out);
+      BoundaryPlan& bp = plan_.boundaries[i];
+      if (bp.units_transient) {
+        const size_t n = Aligned(b * bp.size);
+        const size_t at = region.Take(2 * n);
+        bp.units = {base + at, base + at + n};
+        plan_.transient_unit_floats += 2 * n;
+        ends[static_cast<size_t>(bp.last_consumer)].push_back(i);
+      }
+      for (size_t done : ends[t]) {
+        const BoundaryPlan& d = plan_.boundaries[done];
+        region.Give(d.units.mu - base, 2 * Aligned(b * d.size));
+      }
+    }
+  }
+
   // Places every innovation slot in a region starting at `base`, in the
   // order the backward first writes them (first fit; a slot is freed after
   // the backward of its boundary's producer, once the slots first written
   // at that step have their places), and tells the steps where to write.
+  // The region first holds the transient units (ShareTransientUnits), all
+  // dead before the head writes the first innovations.
   void ShareInnovations(size_t base) {
     const size_t b = plan_.max_batch;
     const int num_steps = static_cast<int>(plan_.steps.size());
+    FirstFit region;
+    ShareTransientUnits(base, region);
     // Backward time t = num_steps - 1 - step; the output's innovations are
     // written at t = -1, by the head.
     std::vector<std::vector<size_t>> start(static_cast<size_t>(num_steps) + 1);
@@ -91,7 +173,6 @@ class Planner {
       start[static_cast<size_t>(num_steps - bp.last_consumer)].push_back(i);
       end[static_cast<size_t>(num_steps - FirstLive(bp, num_steps))].push_back(i);
     }
-    FirstFit region;
     std::vector<std::vector<size_t>> places(plan_.boundaries.size());
     for (size_t t = 0; t < start.size(); ++t) {
       for (size_t i : start[t]) {
@@ -122,47 +203,6 @@ class Planner {
     plan_.delta_floats = region.size();
   }
 
-  // A first-fit allocator of offsets in a region that grows at its end.
-  class FirstFit {
-   public:
-    size_t Take(size_t count) {
-      for (auto it = free_.begin(); it != free_.end(); ++it) {
-        if (it->second - it->first < count) continue;
-        const size_t at = it->first;
-        it->first += count;
-        if (it->first == it->second) free_.erase(it);
-        return at;
-      }
-      // None fits: grow, taking a free run that ends at the end.
-      size_t at = size_;
-      if (!free_.empty() && free_.back().second == size_) {
-        at = free_.back().first;
-        free_.pop_back();
-      }
-      size_ = at + count;
-      return at;
-    }
-    void Give(size_t at, size_t count) {
-      auto it = std::lower_bound(free_.begin(), free_.end(), std::pair{at, at + count});
-      it = free_.insert(it, {at, at + count});
-      // Merge with the next run, then with the previous one.
-      if (auto next = std::next(it); next != free_.end() && it->second == next->first) {
-        it->second = next->second;
-        free_.erase(next);
-      }
-      if (it != free_.begin()) {
-        if (auto prev = std::prev(it); prev->second == it->first) {
-          prev->second = it->second;
-          free_.erase(it);
-        }
-      }
-    }
-    size_t size() const { return size_; }
-
-   private:
-    std::vector<std::pair<size_t, size_t>> free_;  // [begin, end), sorted, disjoint
-    size_t size_ = 0;
-  };
 
  private:
   int LayerStep(const LayerSpec& l, int in, const std::string& at) {
@@ -243,31 +283,39 @@ absl::StatusOr<Plan> MakePlan(const Architecture& arch, const PlanOptions& optio
 }
 
 absl::Status CheckPlanMemory(const Plan& plan) {
+  // Lives on one timeline: the forward of step s at time s, the head's
+  // update at S (the number of steps), the backward of step s at 2S - s.
   struct Range {
     size_t begin, end;
-    int first = 0, last = -1;  // live during these steps' backward; last < first: always
+    int first = 0, last = -1;  // live at these times; last < first: always
     std::string what;
   };
   std::vector<Range> ranges;
   const size_t b = plan.max_batch;
+  const int num_steps = static_cast<int>(plan.steps.size());
   auto fixed = [&](size_t at, size_t n, std::string what) {
     if (n > 0) ranges.push_back({at, at + n, 0, -1, std::move(what)});
   };
   for (size_t i = 0; i < plan.boundaries.size(); ++i) {
     const BoundaryPlan& bp = plan.boundaries[i];
     const size_t n = b * bp.size;
-    fixed(bp.units.mu, n, absl::StrFormat("boundary %d units.mu", i));
-    fixed(bp.units.var, n, absl::StrFormat("boundary %d units.var", i));
+    if (bp.units_transient) {
+      for (const auto& [at, part] : {std::pair{bp.units.mu, "mu"}, std::pair{bp.units.var, "var"}}) {
+        ranges.push_back({at, at + n, bp.producer, bp.last_consumer,
+                          absl::StrFormat("boundary %d units.%s (transient)", i, part)});
+      }
+    } else {
+      fixed(bp.units.mu, n, absl::StrFormat("boundary %d units.mu", i));
+      fixed(bp.units.var, n, absl::StrFormat("boundary %d units.var", i));
+    }
     if (bp.has_jcb) fixed(bp.jcb, n, absl::StrFormat("boundary %d jcb", i));
     if (bp.is_input) continue;
     std::vector<Slot> slots = {bp.delta};
     slots.insert(slots.end(), bp.partials.begin(), bp.partials.end());
     for (size_t k = 0; k < slots.size(); ++k) {
       for (const size_t at : {slots[k].mu, slots[k].var}) {
-        // Slots of one boundary are live together: one id per slot keeps
-        // them apart by the same-boundary rule below.
-        ranges.push_back({at, at + n, FirstLive(bp, static_cast<int>(plan.steps.size())),
-                          bp.last_consumer,
+        ranges.push_back({at, at + n, 2 * num_steps - bp.last_consumer,
+                          2 * num_steps - FirstLive(bp, num_steps),
                           absl::StrFormat("boundary %d innovation slot %d", i, k)});
       }
     }

@@ -79,6 +79,11 @@ struct BoundaryPlan {
   // backward of steps producer..last_consumer; the output's from the head's
   // update through the whole backward (engines read them back after it).
   int last_consumer = -1;
+  // Its units are read by no backward (every consumer is an activation, a
+  // pool or a residual add: KindRules::backward_reads_input) and it is
+  // neither the input nor the output: they live only in the forward, from
+  // its producer's step to its last consumer's, in the shared region.
+  bool units_transient = false;
 };
 
 struct PlannedLayer {
@@ -128,10 +133,14 @@ struct Plan {
   size_t num_state = 0;       // S
   size_t derived_floats = 0;
   size_t batch_floats = 0;
-  // Of batch_floats: the innovations' shared region, and what it would be
-  // with a place for every slot (the memory the sharing saves).
+  // Of batch_floats: the shared region (transient units in the forward,
+  // innovations in the backward), and what the innovations would take with
+  // a place for every slot (the memory the sharing saves).
   size_t delta_floats = 0;
   size_t delta_floats_unshared = 0;
+  // The transient units (units_transient) placed in the shared region:
+  // what they would take in places of their own.
+  size_t transient_unit_floats = 0;
   size_t workspace_floats = 0;  // shared by every layer (the largest need)
 
   const BoundaryPlan& input() const { return boundaries.front(); }
@@ -143,8 +152,11 @@ struct Plan {
 absl::StatusOr<Plan> MakePlan(const Architecture& arch, const PlanOptions& options);
 
 // OK when no two buffers of the batch arena that are live at once overlap:
-// units, jcb and scratch never overlap anything; two innovation slots only
-// when their boundaries' lives (producer..last_consumer) are disjoint.
+// kept units, jcb and scratch never overlap anything; transient units live
+// in the forward from their producer's step to their last consumer's, and
+// innovation slots in the backward of those steps (the output's from the
+// head's update on), and two of them may share memory only when their
+// lives are disjoint.
 // Every buffer within batch_floats. Internal naming the first overlap
 // otherwise. For tests and tools (quadratic in the slots).
 absl::Status CheckPlanMemory(const Plan& plan);

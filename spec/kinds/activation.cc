@@ -21,6 +21,7 @@ class Activation final : public KindRules {
   Activation(LayerKind kind, const char* field) : kind_(kind), field_(field) {}
   const char* field() const override { return field_; }
   bool produces_jcb() const override { return true; }
+  bool backward_reads_input() const override { return false; }  // only its jcb
   std::string Describe(const LayerSpec& spec) const override {
     if (kind_ != Layer::LEAKY_RELU) return KindRules::Describe(spec);
     return absl::StrCat("-", KindName(spec.kind), "(", spec.slope, ")");

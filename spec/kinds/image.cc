@@ -183,6 +183,8 @@ class Conv2d final : public KindRules {
 class Pool final : public KindRules {
  public:
   explicit Pool(LayerKind kind) : kind_(kind) {}
+  // AvgPool's backward reads nothing of its input, MaxPool's its scratch.
+  bool backward_reads_input() const override { return false; }
   const char* field() const override {
     return kind_ == Layer::AVG_POOL2D ? "avg_pool2d" : "max_pool2d";
   }

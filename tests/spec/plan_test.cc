@@ -78,15 +78,65 @@ TEST(Plan, AChainKeepsThreeBoundariesOfInnovations) {
   EXPECT_TRUE(CheckPlanMemory(p).ok()) << CheckPlanMemory(p);
 }
 
+// Units that no backward reads (a Linear's output, read only by its
+// activation; an activation's output read only by a residual add) live
+// only in the forward, in the shared region; the rest keep their places.
+// In the chain above, at most two transient boundaries are live at once.
+TEST(Plan, UnitsThatNoBackwardReadsLiveOnlyInTheForward) {
+  std::vector<LayerSpec> layers;
+  for (int i = 0; i < 12; ++i) {
+    layers.push_back(Lin(8, 8));
+    layers.push_back(Act());
+  }
+  const Plan chain = MustPlan(Regression({8, 1, 1}, layers), 4, 16);
+  for (size_t i = 0; i < chain.boundaries.size(); ++i) {
+    const bool linear_output = i % 2 == 1;  // boundary 0 is the input
+    const bool output = i + 1 == chain.boundaries.size();
+    EXPECT_EQ(chain.boundaries[i].units_transient, linear_output && !output) << i;
+  }
+  const size_t slot = 2 * 32;
+  EXPECT_EQ(chain.transient_unit_floats, 12 * slot);
+  EXPECT_EQ(chain.delta_floats, 3 * slot);  // innovations need more than 1 unit at a time
+  // A block's input feeds a Linear (whose backward reads it) and the add:
+  // kept. The main branch's activation output feeds only the add: transient.
+  const Plan block =
+      MustPlan(Regression({8, 1, 1}, {Lin(8, 8), Res({Lin(8, 8), Act()}), Lin(8, 2)}), 4, 16);
+  ASSERT_EQ(block.steps.size(), 5u);  // Lin, Lin, Act, add, Lin
+  auto units_of_step = [&](size_t s) {
+    return block.boundaries[static_cast<size_t>(block.steps[s].out)].units_transient;
+  };
+  EXPECT_FALSE(units_of_step(0)) << "read by the block's Linear";
+  EXPECT_TRUE(units_of_step(1)) << "read only by the activation";
+  EXPECT_TRUE(units_of_step(2)) << "read only by the add";
+  EXPECT_FALSE(units_of_step(3)) << "read by the last Linear";
+  EXPECT_FALSE(block.output().units_transient);
+  EXPECT_FALSE(block.input().units_transient);
+  EXPECT_TRUE(CheckPlanMemory(chain).ok()) << CheckPlanMemory(chain);
+  EXPECT_TRUE(CheckPlanMemory(block).ok()) << CheckPlanMemory(block);
+}
+
 TEST(Plan, CheckPlanMemoryNamesTheFirstOverlapOfLiveBuffers) {
   Plan p = MustPlan(Regression({4, 1, 1}, {Lin(4, 4), Act(), Lin(4, 4), Act(), Lin(4, 2)}), 2,
                     16);
   ASSERT_TRUE(CheckPlanMemory(p).ok());
   Plan units = p;
-  units.boundaries[2].delta.var = units.boundaries[1].units.mu;  // innovations over units
+  // Innovations over units that a backward reads (the activation's output,
+  // which the next Linear's backward reads).
+  ASSERT_FALSE(units.boundaries[2].units_transient);
+  units.boundaries[3].delta.var = units.boundaries[2].units.mu;
   EXPECT_THAT(std::string(CheckPlanMemory(units).message()),
-              ::testing::HasSubstr("boundary 1 units.mu [32, 40) overlaps boundary 2 "
-                                   "innovation slot 0 [32, 40) while both are live"));
+              ::testing::MatchesRegex(".*boundary 2 units.mu \\[[0-9]+, [0-9]+\\) overlaps "
+                                      "boundary 3 innovation slot 0 .* while both are live.*"));
+  // Two transient units live at once (a Linear's output, read by the
+  // activation while it writes its own): the forward sees both.
+  Plan transient = p;
+  ASSERT_TRUE(transient.boundaries[1].units_transient);
+  ASSERT_TRUE(transient.boundaries[3].units_transient);
+  transient.boundaries[3].units = transient.boundaries[1].units;
+  ASSERT_TRUE(CheckPlanMemory(transient).ok()) << "1 dies at step 1, 3 is born at step 2";
+  transient.boundaries[1].units.var = transient.boundaries[2].units.var;
+  EXPECT_THAT(std::string(CheckPlanMemory(transient).message()),
+              ::testing::HasSubstr("boundary 1 units.var (transient)"));
   Plan live = p;
   // Boundary 3's innovations live while step 2 runs, as boundary 2's do.
   live.boundaries[3].delta = live.boundaries[2].delta;
