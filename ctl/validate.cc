@@ -47,7 +47,7 @@ EngineMemory CpuEngineMemory(const spec::Plan& p) {
   for (const spec::BoundaryPlan& b : p.boundaries) {
     constexpr size_t kAlign = spec::kCpuAlignFloats;
     const size_t n = (p.max_batch * b.size + kAlign - 1) / kAlign * kAlign * sizeof(float);
-    if (!b.units_transient) m.units += 2 * n;
+    m.units += n * (size_t{!b.units_transient} + size_t{!b.var_transient});
     if (b.has_jcb) m.jcb += n;
   }
   m.scratch -= m.units + m.jcb;

@@ -61,6 +61,11 @@ class KindRules {
   // units once the forward is past its last reader (spec/plan.h).
   // Both engines' layers must keep to what this says.
   virtual bool backward_reads_input() const { return true; }
+  // Whether that backward reads its input's variances too. None does today
+  // (Linear and the convolution read the means, for their weights' deltas,
+  // the norms the means, for gamma's), so the variances of every boundary
+  // but the input and the output live only in the forward.
+  virtual bool backward_reads_input_variance() const { return false; }
   // Its token in a network's one-line description ("-256", "-CONV(32,k3,s1)",
   // "-RELU"): by default "-" and the kind's name.
   virtual std::string Describe(const LayerSpec& spec) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -105,12 +106,16 @@ class Planner {
       BoundaryPlan& bp = plan_.boundaries[i];
       const size_t n = b * bp.size;
       bp.last_consumer = consumers_[i].empty() ? num_steps : consumers_[i].back().first;
-      bp.units_transient = !bp.is_input && !consumers_[i].empty() &&
-                           std::none_of(consumers_[i].begin(), consumers_[i].end(),
-                                        [&](const std::pair<int, int>& c) {
-                                          return BackwardReadsInput(c.first);
-                                        });
-      if (!bp.units_transient) bp.units = {take(n), take(n)};
+      const bool forward_only = !bp.is_input && !consumers_[i].empty();
+      auto none_reads = [&](bool variance) {
+        return std::none_of(
+            consumers_[i].begin(), consumers_[i].end(),
+            [&](const std::pair<int, int>& c) { return BackwardReads(c.first, variance); });
+      };
+      bp.units_transient = forward_only && none_reads(false);
+      bp.var_transient = forward_only && none_reads(true);
+      if (!bp.units_transient) bp.units.mu = take(n);
+      if (!bp.var_transient) bp.units.var = take(n);
       if (bp.has_jcb) bp.jcb = take(n);
     }
     for (PlannedLayer& l : plan_.layers) l.scratch = take(b * l.scratch_per_sample);
@@ -121,10 +126,14 @@ class Planner {
  private:
   size_t Aligned(size_t count) const { return (count + align_ - 1) / align_ * align_; }
 
-  bool BackwardReadsInput(int step) const {
+  // Whether step `step`'s backward reads its input's means (`variance`:
+  // its variances).
+  bool BackwardReads(int step, bool variance) const {
     const Step& s = plan_.steps[static_cast<size_t>(step)];
     if (s.op != Step::Op::kLayer) return false;  // a residual add passes innovations on
-    return RulesOf(plan_.layers[static_cast<size_t>(s.layer)].spec.kind)->backward_reads_input();
+    const KindRules& rules = *RulesOf(plan_.layers[static_cast<size_t>(s.layer)].spec.kind);
+    return variance ? rules.backward_reads_input() && rules.backward_reads_input_variance()
+                    : rules.backward_reads_input();
   }
 
   // Places the transient units in `region` in forward order (first fit;
@@ -138,16 +147,18 @@ class Planner {
     for (size_t t = 0; t < num_steps; ++t) {
       const size_t i = static_cast<size_t>(plan_.steps[t].out);
       BoundaryPlan& bp = plan_.boundaries[i];
-      if (bp.units_transient) {
-        const size_t n = Aligned(b * bp.size);
-        const size_t at = region.Take(2 * n);
-        bp.units = {base + at, base + at + n};
-        plan_.transient_unit_floats += 2 * n;
+      const size_t n = Aligned(b * bp.size);
+      if (bp.units_transient) bp.units.mu = base + region.Take(n);
+      if (bp.var_transient) bp.units.var = base + region.Take(n);
+      plan_.transient_unit_floats += n * (size_t{bp.units_transient} + size_t{bp.var_transient});
+      if (bp.units_transient || bp.var_transient) {
         ends[static_cast<size_t>(bp.last_consumer)].push_back(i);
       }
       for (size_t done : ends[t]) {
         const BoundaryPlan& d = plan_.boundaries[done];
-        region.Give(d.units.mu - base, 2 * Aligned(b * d.size));
+        const size_t dn = Aligned(b * d.size);
+        if (d.units_transient) region.Give(d.units.mu - base, dn);
+        if (d.var_transient) region.Give(d.units.var - base, dn);
       }
     }
   }
@@ -299,14 +310,15 @@ absl::Status CheckPlanMemory(const Plan& plan) {
   for (size_t i = 0; i < plan.boundaries.size(); ++i) {
     const BoundaryPlan& bp = plan.boundaries[i];
     const size_t n = b * bp.size;
-    if (bp.units_transient) {
-      for (const auto& [at, part] : {std::pair{bp.units.mu, "mu"}, std::pair{bp.units.var, "var"}}) {
+    for (const auto& [at, part, transient] :
+         {std::tuple{bp.units.mu, "mu", bp.units_transient},
+          std::tuple{bp.units.var, "var", bp.var_transient}}) {
+      if (transient) {
         ranges.push_back({at, at + n, bp.producer, bp.last_consumer,
                           absl::StrFormat("boundary %d units.%s (transient)", i, part)});
+      } else {
+        fixed(at, n, absl::StrFormat("boundary %d units.%s", i, part));
       }
-    } else {
-      fixed(bp.units.mu, n, absl::StrFormat("boundary %d units.mu", i));
-      fixed(bp.units.var, n, absl::StrFormat("boundary %d units.var", i));
     }
     if (bp.has_jcb) fixed(bp.jcb, n, absl::StrFormat("boundary %d jcb", i));
     if (bp.is_input) continue;

@@ -84,6 +84,11 @@ struct BoundaryPlan {
   // neither the input nor the output: they live only in the forward, from
   // its producer's step to its last consumer's, in the shared region.
   bool units_transient = false;
+  // Its variances are read by no backward (KindRules::
+  // backward_reads_input_variance; true for every boundary but the input
+  // and the output): units.var lives only in the forward, like the units of
+  // a transient boundary, even where the means are kept.
+  bool var_transient = false;
 };
 
 struct PlannedLayer {
@@ -138,8 +143,8 @@ struct Plan {
   // a place for every slot (the memory the sharing saves).
   size_t delta_floats = 0;
   size_t delta_floats_unshared = 0;
-  // The transient units (units_transient) placed in the shared region:
-  // what they would take in places of their own.
+  // The transient units (units_transient, var_transient) placed in the
+  // shared region: what they would take in places of their own.
   size_t transient_unit_floats = 0;
   size_t workspace_floats = 0;  // shared by every layer (the largest need)
 

@@ -80,7 +80,8 @@ TEST(Plan, AChainKeepsThreeBoundariesOfInnovations) {
 
 // Units that no backward reads (a Linear's output, read only by its
 // activation; an activation's output read only by a residual add) live
-// only in the forward, in the shared region; the rest keep their places.
+// only in the forward, in the shared region, and so do the variances of
+// every boundary but the input and the output; the rest keep their places.
 // In the chain above, at most two transient boundaries are live at once.
 TEST(Plan, UnitsThatNoBackwardReadsLiveOnlyInTheForward) {
   std::vector<LayerSpec> layers;
@@ -93,9 +94,13 @@ TEST(Plan, UnitsThatNoBackwardReadsLiveOnlyInTheForward) {
     const bool linear_output = i % 2 == 1;  // boundary 0 is the input
     const bool output = i + 1 == chain.boundaries.size();
     EXPECT_EQ(chain.boundaries[i].units_transient, linear_output && !output) << i;
+    // No backward reads a variance: only the input's and the output's stay.
+    EXPECT_EQ(chain.boundaries[i].var_transient, i != 0 && !output) << i;
   }
   const size_t slot = 2 * 32;
-  EXPECT_EQ(chain.transient_unit_floats, 12 * slot);
+  // The 12 Linear outputs whole, the variances of the 11 activation
+  // outputs that are not the network's output.
+  EXPECT_EQ(chain.transient_unit_floats, 12 * slot + 11 * slot / 2);
   EXPECT_EQ(chain.delta_floats, 3 * slot);  // innovations need more than 1 unit at a time
   // A block's input feeds a Linear (whose backward reads it) and the add:
   // kept. The main branch's activation output feeds only the add: transient.
