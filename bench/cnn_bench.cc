@@ -88,7 +88,7 @@ struct Result {
   uint64_t fingerprint = 0;
 };
 
-// The profile's seconds summed by kind of work ("conv2d forward", ...), as
+// The profile's seconds summed by kind of work ("CONV2D forward", ...), as
 // shares of `total`, largest first.
 std::vector<std::pair<std::string, double>> SplitByKind(const spec::Plan& plan,
                                                         const engine::Model::StepProfile& p,
@@ -155,6 +155,10 @@ double SgemmSecondsPerStep(const std::vector<ConvShape>& shapes, int threads, do
 Result Time(const std::string& name, const spec::Architecture& arch, size_t batch, int threads,
             double seconds, bool split, size_t check_steps) {
   engine::SetBlasThreads(threads);
+  Result r;
+  r.name = name;
+  r.threads = threads;
+  r.batch = batch;
   auto model = engine::Model::Create(arch, batch).value();
   model->Initialize(1, {});
   constexpr size_t kPool = 8;
@@ -177,10 +181,6 @@ Result Time(const std::string& name, const spec::Architecture& arch, size_t batc
   };
   if (check_steps > 0) {
     for (size_t i = 0; i < check_steps; ++i) step(i);
-    Result r;
-    r.name = name;
-    r.threads = threads;
-    r.batch = batch;
     r.fingerprint = model->ParameterFingerprint();
     return r;
   }
@@ -192,10 +192,6 @@ Result Time(const std::string& name, const spec::Architecture& arch, size_t batc
   while (Seconds(start) < seconds || steps < 2) step(steps++);
   const double elapsed = Seconds(start);
   const std::vector<ConvShape> shapes = ConvShapes(model->plan(), batch);
-  Result r;
-  r.name = name;
-  r.threads = threads;
-  r.batch = batch;
   r.samples_per_second = static_cast<double>(steps * batch) / elapsed;
   r.conv_gflops = ConvFlops(shapes) * steps / elapsed / 1e9;
   double flops = 0;
@@ -219,7 +215,13 @@ int Main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else if (std::strcmp(argv[i], "--check") == 0 && i + 1 < argc) {
-      check_steps = std::strtoul(argv[++i], nullptr, 10);
+      char* end = nullptr;
+      const char* text = argv[++i];
+      check_steps = std::strtoul(text, &end, 10);
+      if (end == text || *end != '\0' || check_steps == 0 || check_steps > 100000) {
+        std::fprintf(stderr, "--check: a number of steps 1..100000, not \"%s\"\n", text);
+        return 2;
+      }
     } else if (std::strcmp(argv[i], "--split") == 0) {
       split = true;
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {

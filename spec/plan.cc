@@ -91,8 +91,8 @@ class Planner {
   }
 
   // Offsets in the batch arena, once every boundary and consumer is known:
-  // units, jcb and scratch first, each in a place of its own, then the
-  // innovations' shared region (ShareInnovations).
+  // kept units, jcb and scratch first, each in a place of its own, then the
+  // shared region (ShareTransientUnits, ShareInnovations).
   void LayOutBatch() {
     size_t size = 0;
     auto take = [&](size_t count) {
@@ -119,7 +119,13 @@ class Planner {
       if (bp.has_jcb) bp.jcb = take(n);
     }
     for (PlannedLayer& l : plan_.layers) l.scratch = take(b * l.scratch_per_sample);
-    ShareInnovations(size);
+    // One region: the transient units while the forward runs, then (all
+    // of them dead before the head writes the first innovations) the
+    // innovations while the backward does.
+    FirstFit region;
+    ShareTransientUnits(size, region);
+    ShareInnovations(size, region);
+    plan_.delta_floats = region.size();
     plan_.batch_floats = size + plan_.delta_floats;
   }
 
@@ -167,13 +173,9 @@ class Planner {
   // order the backward first writes them (first fit; a slot is freed after
   // the backward of its boundary's producer, once the slots first written
   // at that step have their places), and tells the steps where to write.
-  // The region first holds the transient units (ShareTransientUnits), all
-  // dead before the head writes the first innovations.
-  void ShareInnovations(size_t base) {
+  void ShareInnovations(size_t base, FirstFit& region) {
     const size_t b = plan_.max_batch;
     const int num_steps = static_cast<int>(plan_.steps.size());
-    FirstFit region;
-    ShareTransientUnits(base, region);
     // Backward time t = num_steps - 1 - step; the output's innovations are
     // written at t = -1, by the head.
     std::vector<std::vector<size_t>> start(static_cast<size_t>(num_steps) + 1);
@@ -211,11 +213,8 @@ class Planner {
         for (size_t at : places[i]) region.Give(at, 2 * n);
       }
     }
-    plan_.delta_floats = region.size();
   }
 
-
- private:
   int LayerStep(const LayerSpec& l, int in, const std::string& at) {
     const KindRules& rules = *RulesOf(l.kind);
     const Shape in_shape = plan_.boundaries[static_cast<size_t>(in)].shape;

@@ -35,6 +35,16 @@ struct LaneSum {
     return (half[0] + half[2]) + (half[1] + half[3]);
   }
 };
+// Calls f(i, lane of i) for i in [0, n): whole blocks of kLanes (the loop
+// the compiler vectorises), then the rest.
+template <typename F>
+void EachInLanes(size_t n, F&& f) {
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) f(i + l, l);
+  }
+  for (size_t l = 0; i < n; ++i, ++l) f(i, l);
+}
 
 // Sums, over `n` values of one channel, of the parameter deltas' terms
 // (one running total each: with lanes, as in Statistics, the 32
@@ -86,29 +96,17 @@ template <typename Each>
 std::pair<float, float> Statistics(size_t count, Each&& each) {
   LaneSum sum;
   each([&](const float* __restrict mu, const float*, size_t n) {
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (size_t l = 0; l < kLanes; ++l) sum.lane[l] += mu[i + l];
-    }
-    for (size_t l = 0; i < n; ++i, ++l) sum.lane[l] += mu[i];
+    EachInLanes(n, [&](size_t i, size_t l) { sum.lane[l] += mu[i]; });
   });
   const double mean = sum.Total() / static_cast<double>(count);
   LaneSum spread;
   LaneSum var_sum;
   each([&](const float* __restrict mu, const float* __restrict var, size_t n) {
-    size_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (size_t l = 0; l < kLanes; ++l) {
-        const double d = mu[i + l] - mean;
-        spread.lane[l] += d * d;
-        var_sum.lane[l] += var[i + l];
-      }
-    }
-    for (size_t l = 0; i < n; ++i, ++l) {
+    EachInLanes(n, [&](size_t i, size_t l) {
       const double d = mu[i] - mean;
       spread.lane[l] += d * d;
       var_sum.lane[l] += var[i];
-    }
+    });
   });
   const double divisor = static_cast<double>(std::max<size_t>(count, 2) - 1);
   return {static_cast<float>(mean),
