@@ -112,6 +112,26 @@ inline uint64_t ConvChunk(uint64_t positions) {
   return positions >= kConvColumns ? 1 : kConvColumns / positions;
 }
 
+// The CPU engine's direct convolutions (worker/engine/direct_conv.h): the
+// samples in one oneDNN call (enough output positions per call, from the
+// shape alone, so the bits do not depend on the thread count), the calls in
+// flight at once (the workspace holds a slot for each), and the workspace
+// they need: the blocked weights (three copies) and per slot a blocked input
+// and output, channels rounded up to oneDNN's blocks of 16.
+inline constexpr uint64_t kDirectConvSlots = 8;
+inline uint64_t DirectConvSlice(uint64_t positions) {
+  constexpr uint64_t kPositions = 64;
+  return positions >= kPositions ? 1 : (kPositions + positions - 1) / positions;
+}
+inline uint64_t DirectConvWorkspace(uint64_t in, uint64_t in_positions, uint64_t out,
+                                    uint64_t out_positions, uint64_t kernel) {
+  const auto blocks = [](uint64_t c) { return (c + 15) / 16 * 16; };
+  const uint64_t weights = 3 * blocks(in) * blocks(out) * kernel * kernel;
+  const uint64_t slot = DirectConvSlice(out_positions) *
+                        (blocks(in) * in_positions + blocks(out) * out_positions);
+  return weights + kDirectConvSlots * slot;
+}
+
 // Per-kind rule objects (spec/kinds/*.cc).
 const KindRules& LinearRules();
 const KindRules& ActivationRules(LayerKind kind);

@@ -10,6 +10,8 @@ PACKAGES=(
   libcpp-httplib-dev libmicrohttpd-dev prometheus-cpp-dev
   prometheus docker-compose curl python3-yaml openssl
   libopenblas-dev zlib1g-dev
+  # oneDNN: the CPU engine's direct convolutions (worker/engine/direct_conv.h)
+  libdnnl-dev
   # data kinds: NPZ (libzip), image folders (libpng, libjpeg)
   libzip-dev libpng-dev libjpeg62-turbo-dev
   libgtest-dev libgmock-dev

@@ -6,6 +6,8 @@
 // and p for BOTTOM_RIGHT, and the division must be exact. Unlike the
 // reference, a stride larger than the kernel works (B6), a pool's padding
 // needs a padding type (B7) and padded cells are skipped everywhere (B5).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/kinds.h"
@@ -144,9 +146,10 @@ class Conv2d final : public KindRules {
     }
     const std::optional<Shape> out = WindowShape(spec, in, spec.out, path, ctx);
     if (!out) return std::nullopt;
-    // A hostile file could otherwise ask for terabytes of im2col columns.
+    // A hostile file could otherwise ask for terabytes of im2col columns or
+    // blocked copies.
     if (const uint64_t floats = Workspace(spec, in); floats > kMaxWorkspaceFloats) {
-      ctx.Add(absl::StrFormat("%s: its im2col workspace would take %d MiB; at most %d MiB are "
+      ctx.Add(absl::StrFormat("%s: its workspace would take %d MiB; at most %d MiB are "
                               "allowed (fewer input channels or a smaller kernel)", path,
                               floats * sizeof(float) >> 20,
                               kMaxWorkspaceFloats * sizeof(float) >> 20));
@@ -176,7 +179,11 @@ class Conv2d final : public KindRules {
     if (!out) return 0;
     const uint64_t positions = uint64_t{out->h} * out->w;
     const uint64_t columns = ConvChunk(positions) * positions;
-    return (3 * uint64_t{spec.in} * spec.kernel * spec.kernel + 2 * uint64_t{spec.out}) * columns;
+    const uint64_t im2col =
+        (3 * uint64_t{spec.in} * spec.kernel * spec.kernel + 2 * uint64_t{spec.out}) * columns;
+    // The CPU engine's direct convolutions share it (worker/engine/direct_conv.h).
+    return std::max(im2col, DirectConvWorkspace(spec.in, uint64_t{in.h} * in.w, spec.out,
+                                                positions, spec.kernel));
   }
 };
 

@@ -4,7 +4,9 @@
 // parameter deltas, running statistics and the stepped parameters, on small
 // odd-sized cases: both padding types, overlapping, padded and global pools,
 // strides past the kernel, non-square images, B = 1 and B > 1, convolutions
-// whose samples span several im2col chunks.
+// whose samples span several im2col chunks; convolutions both on oneDNN's
+// direct kernels (where it has one: slices of several samples, remainders,
+// more samples than the workspace has slots) and on im2col + SGEMM.
 //
 // Each layer runs as the Model runs it: planned (spec::MakePlan of a
 // one-layer network), built by MakeLayer, on the arenas the plan lays out.
@@ -14,6 +16,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/rng.h"
@@ -21,6 +24,7 @@
 #include "spec/plan.h"
 #include "tests/engine/cnn_reference.h"
 #include "tests/spec/spec_builders.h"
+#include "worker/engine/conv2d.h"
 #include "worker/engine/initialize.h"
 #include "worker/engine/layer.h"
 #include "worker/engine/model.h"
@@ -62,7 +66,10 @@ std::vector<float> Floats(const float* p, size_t n) { return {p, p + n}; }
 // One planned layer on its own arenas.
 class Planned {
  public:
-  Planned(const spec::LayerSpec& layer, spec::Shape in, size_t batch) : batch_(batch) {
+  // `products`: how a CONV2D layer runs (other kinds ignore it).
+  Planned(const spec::LayerSpec& layer, spec::Shape in, size_t batch,
+          ConvProducts products = ConvProducts::kDirect)
+      : batch_(batch) {
     spec::Architecture arch;
     arch.input = in;
     arch.layers = {layer};
@@ -73,6 +80,11 @@ class Planned {
     auto made = MakeLayer(plan_.layers[0]);
     EXPECT_TRUE(made.ok()) << made.status();
     if (made.ok()) layer_ = *std::move(made);
+    if (layer.kind == LayerProto::CONV2D) {
+      auto conv = std::make_unique<Conv2d>(plan_.layers[0], products);
+      direct_ = conv->direct();
+      layer_ = std::move(conv);
+    }
     params_.assign(2 * plan_.num_parameters, 0.0f);
     deltas_.assign(2 * plan_.num_parameters, 0.0f);
     state_.assign(plan_.num_state, 0.0f);
@@ -85,6 +97,7 @@ class Planned {
   }
 
   const spec::PlannedLayer& planned() const { return plan_.layers[0]; }
+  bool direct() const { return direct_; }
   size_t in_size() const { return batch_ * plan_.input().size; }
   size_t out_size() const { return batch_ * plan_.output().size; }
 
@@ -141,6 +154,7 @@ class Planned {
   }
 
   size_t batch_;
+  bool direct_ = false;
   ThreadTeam* team_ = nullptr;
   spec::Plan plan_;
   std::unique_ptr<Layer> layer_;
@@ -193,11 +207,16 @@ struct ConvCase {
   bool data_input = false;  // the input's variance is zero and the layer is told so
 };
 
-class ConvTest : public ::testing::TestWithParam<ConvCase> {};
+class ConvTest : public ::testing::TestWithParam<std::tuple<ConvCase, ConvProducts>> {};
 
 TEST_P(ConvTest, MatchesTheReference) {
-  const ConvCase& c = GetParam();
-  Planned p(c.layer, c.in, c.batch);
+  const ConvCase& c = std::get<0>(GetParam());
+  Planned p(c.layer, c.in, c.batch, std::get<1>(GetParam()));
+  if (std::get<1>(GetParam()) == ConvProducts::kIm2col) {
+    EXPECT_FALSE(p.direct());
+  } else if (c.layer.in % 16 == 0 && __builtin_cpu_supports("avx2")) {
+    EXPECT_TRUE(p.direct());  // oneDNN's blocks fit: its direct kernels run it
+  }
   Rng rng(11);
   const size_t n_w = p.block_count(0);
   Fill(rng, p.block_mu(0), p.block_var(0), n_w, 0.4, 0.01, 0.1);
@@ -265,7 +284,7 @@ TEST_P(ConvTest, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ConvTest,
-    ::testing::Values(
+    ::testing::Combine(::testing::Values(
         // Non-square, symmetric padding, bias, B = 2.
         ConvCase{Conv(2, 3, 3, 1, 1), {2, 5, 7}, 2},
         // ResNet18's stride-2 convolution: bottom/right padding, no bias.
@@ -277,7 +296,35 @@ INSTANTIATE_TEST_SUITE_P(
         // 1024 positions: two samples per im2col chunk, the last chunk partial.
         ConvCase{Conv(1, 2, 3, 1, 1), {1, 32, 32}, 3},
         // The first layer: zero input variance skips a product.
-        ConvCase{Conv(1, 4, 4, 1, 1, false), {1, 9, 9}, 2, true}));
+        ConvCase{Conv(1, 4, 4, 1, 1, false), {1, 9, 9}, 2, true},
+        // Channels in oneDNN's blocks of 16; 64 positions: a sample per
+        // call, 19 samples: three rounds of the workspace's 8 slots.
+        ConvCase{Conv(16, 32, 3, 1, 1), {16, 8, 8}, 19},
+        // 16 positions: slices of 4 samples, then 2 one-sample calls.
+        ConvCase{Conv(32, 16, 3, 2, 1, false, LayerProto::BOTTOM_RIGHT), {32, 8, 8}, 6},
+        // The projection shortcut; and a first layer of 3 channels.
+        ConvCase{Conv(16, 32, 2, 2, 0, false), {16, 8, 8}, 5},
+        ConvCase{Conv(3, 16, 3, 1, 1), {3, 10, 10}, 3, true}),
+    ::testing::Values(ConvProducts::kDirect, ConvProducts::kIm2col)));
+
+// Where oneDNN has direct kernels for this CPU (x86-64 with AVX2 or more),
+// ResNet18's convolutions run on them: otherwise the test above would
+// check im2col twice.
+TEST(Conv2d, ResNetShapesRunOnTheDirectKernels) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2: oneDNN has no direct kernels";
+  const struct {
+    spec::LayerSpec layer;
+    spec::Shape in;
+  } cases[] = {{Conv(3, 64, 3, 1, 1), {3, 32, 32}},
+               {Conv(64, 64, 3, 1, 1), {64, 32, 32}},
+               {Conv(64, 128, 3, 2, 1, false, LayerProto::BOTTOM_RIGHT), {64, 32, 32}},
+               {Conv(256, 512, 2, 2, 0, false), {256, 8, 8}},
+               {Conv(512, 512, 3, 1, 1), {512, 4, 4}}};
+  for (const auto& c : cases) {
+    Planned p(c.layer, c.in, 2);
+    EXPECT_TRUE(p.direct()) << c.layer.in << "->" << c.layer.out << " " << c.in.h;
+  }
+}
 
 // ---------------------------------------------------------------------------
 
@@ -440,6 +487,9 @@ TEST(ThreadTeam, SplitLoopsGiveBitIdenticalLayers) {
     size_t batch;
   } cases[] = {{Conv(2, 3, 3, 1, 1), {2, 9, 7}, 5},
                {Conv(1, 2, 3, 1, 1), {1, 32, 32}, 5},  // several chunks
+               {Conv(16, 32, 3, 1, 1), {16, 8, 8}, 19},  // direct: rounds of slots
+               // direct: slices of 4, then remainders
+               {Conv(32, 16, 3, 2, 1, false, LayerProto::BOTTOM_RIGHT), {32, 8, 8}, 6},
                {Avg(3, 2), {3, 7, 7}, 4},
                {Max(2, 2, 1, LayerProto::SYMMETRIC), {3, 4, 4}, 3},
                {BN(), {5, 3, 3}, 4},

@@ -5,6 +5,7 @@
 
 #include "worker/engine/blas.h"
 #include "worker/engine/cpu_layers.h"
+#include "worker/engine/direct_conv.h"
 
 namespace tagi::engine {
 namespace {
@@ -94,17 +95,29 @@ void Col2Im(const WindowGeometry& g, const float* col, size_t ld, float* image) 
   }
 }
 
-Conv2d::Conv2d(const spec::PlannedLayer& planned)
+Conv2d::Conv2d(const spec::PlannedLayer& planned, ConvProducts products)
     : g_(WindowGeometry::Of(planned)),
       out_(planned.spec.out),
       rows_(g_.channels * g_.kernel * g_.kernel),
-      bias_(planned.spec.bias) {}
+      bias_(planned.spec.bias) {
+  if (products == ConvProducts::kDirect) {
+    // The plan's workspace holds at least this layer's need.
+    const uint64_t workspace = spec::Conv2dRules().Workspace(planned.spec, planned.in);
+    direct_ = DirectConv::Make(g_, out_, bias_, static_cast<size_t>(workspace));
+  }
+}
+
+Conv2d::~Conv2d() = default;
 
 void Conv2d::Refresh(const LayerIo& io) {
   RefreshWeightSquares({io.params[0].mu, io.params[0].var}, weights(), io.derived);
 }
 
 void Conv2d::Forward(const LayerIo& io, Mode /*mode*/) {
+  if (direct_) {
+    direct_->Forward(io);
+    return;
+  }
   const size_t p = g_.out_size();
   const size_t in_n = g_.channels * g_.in_size();
   const size_t out_n = out_ * p;
@@ -194,7 +207,7 @@ void Conv2d::Backward(const LayerIo& io) {
          io.team);
     Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_var, ld, col_b, ld, beta, dw.var, rows_,
          io.team);
-    if (io.delta_in.mu == nullptr) continue;
+    if (io.delta_in.mu == nullptr || direct_) continue;
     // Innovations of the input: the transposed convolutions of the output
     // innovations with mu_w and mu_w^2, scattered back by col2im.
     Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, w.mu, rows_, dz_mu, ld, 0.0f, col_a, ld, io.team);
@@ -207,6 +220,7 @@ void Conv2d::Backward(const LayerIo& io) {
       }
     });
   }
+  if (io.delta_in.mu != nullptr && direct_) direct_->BackwardData(io);
   {
     const float* __restrict var_w = w.var;
     float* __restrict dmw = dw.mu;

@@ -7,10 +7,15 @@
 // over the chunk's im2col columns ([in * k^2][chunk * output positions],
 // zeros where a window reads padding, so padding adds nothing to any sum)
 // in the shared workspace; backward-data scatters its columns back with
-// col2im. Blocks: weights [out][in][k][k], then biases [out] when bias is
-// on. Derived: mu_w^2 then mu_w^2 + var_w. No allocation.
+// col2im. Where oneDNN has a direct kernel for the shape on this CPU, the
+// forward and backward-data products run as direct convolutions instead
+// (direct_conv.h); the backward-weights products stay on im2col + SGEMM.
+// Blocks: weights [out][in][k][k], then biases [out] when bias is on.
+// Derived: mu_w^2 then mu_w^2 + var_w. No allocation.
 #ifndef TAGI_WORKER_ENGINE_CONV2D_H_
 #define TAGI_WORKER_ENGINE_CONV2D_H_
+
+#include <memory>
 
 #include "spec/plan.h"
 #include "worker/engine/layer.h"
@@ -41,9 +46,19 @@ void Im2Col(const WindowGeometry& g, const float* image, float* col, size_t ld);
 // (overwrites `image`).
 void Col2Im(const WindowGeometry& g, const float* col, size_t ld, float* image);
 
+class DirectConv;
+
+// How the forward and backward-data products run: oneDNN's direct kernels
+// where it has one for the shape (the default), or im2col + SGEMM always.
+enum class ConvProducts { kDirect, kIm2col };
+
 class Conv2d final : public Layer {
  public:
-  explicit Conv2d(const spec::PlannedLayer& planned);
+  explicit Conv2d(const spec::PlannedLayer& planned,
+                  ConvProducts products = ConvProducts::kDirect);
+  ~Conv2d() override;
+  // True when the direct kernels run this layer.
+  bool direct() const { return direct_ != nullptr; }
 
   void Forward(const LayerIo& io, Mode mode) override;
   void Backward(const LayerIo& io) override;
@@ -55,6 +70,7 @@ class Conv2d final : public Layer {
   size_t out_;   // output channels
   size_t rows_;  // in * k^2
   bool bias_;
+  std::unique_ptr<DirectConv> direct_;
 };
 
 }  // namespace tagi::engine
