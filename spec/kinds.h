@@ -11,6 +11,7 @@
 #ifndef TAGI_SPEC_KINDS_H_
 #define TAGI_SPEC_KINDS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -123,13 +124,17 @@ inline uint64_t DirectConvSlice(uint64_t positions) {
   constexpr uint64_t kPositions = 64;
   return positions >= kPositions ? 1 : (kPositions + positions - 1) / positions;
 }
+// Backward-weights takes, per product, a blocked input, output innovations
+// and weight deltas of its largest piece (at most ConvChunk samples).
 inline uint64_t DirectConvWorkspace(uint64_t in, uint64_t in_positions, uint64_t out,
                                     uint64_t out_positions, uint64_t kernel) {
   const auto blocks = [](uint64_t c) { return (c + 15) / 16 * 16; };
-  const uint64_t weights = 3 * blocks(in) * blocks(out) * kernel * kernel;
+  const uint64_t weights = blocks(in) * blocks(out) * kernel * kernel;
   const uint64_t slot = DirectConvSlice(out_positions) *
                         (blocks(in) * in_positions + blocks(out) * out_positions);
-  return weights + kDirectConvSlots * slot;
+  const uint64_t piece = ConvChunk(out_positions) *
+                         (blocks(in) * in_positions + blocks(out) * out_positions);
+  return std::max(3 * weights + kDirectConvSlots * slot, 2 * (piece + weights));
 }
 
 // Per-kind rule objects (spec/kinds/*.cc).

@@ -183,7 +183,9 @@ void Conv2d::Backward(const LayerIo& io) {
   float* col_b = col_a + rows_ * ld;
   float* dz_mu = col_b + 2 * rows_ * ld;
   float* dz_var = dz_mu + out_ * ld;
-  for (size_t first = 0; first < io.batch; first += chunk) {
+  const bool direct_weights = direct_ && direct_->has_backward_weights();
+  if (direct_weights) direct_->BackwardWeights(io);
+  for (size_t first = 0; !direct_weights && first < io.batch; first += chunk) {
     const size_t m = std::min(chunk, io.batch - first);
     const size_t n = m * p;
     // The output innovations as [out][sample, position], and the columns.

@@ -106,6 +106,30 @@ Move Clone(const Move& m, const dnnl::engine& eng) {
   return copy;
 }
 
+// Backward-weights over `mb` samples, for one half (mu or var): the input
+// (mu_a, squared in place for the var half) and the output innovations into
+// the blocked layout, the product into a blocked weight buffer, and that
+// into the plain deltas, assigned (the first piece of a batch) or added.
+struct WeightShape {
+  size_t mb = 0;
+  Call bwd_w;  // operands: src, diff_dst, diff_weights, scratchpad
+  Move src_in, ddst_in;
+  Move assign, add;  // blocked diff_weights -> plain [out][in][k][k]
+  size_t scratch = 0;
+};
+
+WeightShape Clone(const WeightShape& w, const dnnl::engine& eng) {
+  WeightShape copy;
+  copy.mb = w.mb;
+  copy.bwd_w = Clone(w.bwd_w, eng);
+  copy.src_in = Clone(w.src_in, eng);
+  copy.ddst_in = Clone(w.ddst_in, eng);
+  copy.assign = Clone(w.assign, eng);
+  copy.add = Clone(w.add, eng);
+  copy.scratch = w.scratch;
+  return copy;
+}
+
 // A slot's own copy of `s`.
 Shape Clone(const Shape& s, const dnnl::engine& eng) {
   Shape copy;
@@ -135,6 +159,11 @@ struct DirectConv::State {
   size_t wf_floats = 0, wb_floats = 0, slot_floats = 0;
   std::vector<dnnl::stream> streams;        // one per slot
   std::vector<std::vector<char>> scratch;  // one per slot
+  // Backward-weights: pieces of 2^i samples (i < pieces.size() / 2), each
+  // for the mu half (even index) and the var half (odd).
+  std::vector<WeightShape> pieces;
+  size_t w_src_floats = 0, w_ddst_floats = 0, w_diff_floats = 0;
+  std::vector<char> w_scratch[2];
 };
 
 namespace {
@@ -210,6 +239,57 @@ bool MakeShape(const WindowGeometry& g, size_t out, bool bias, size_t mb,
   return true;
 }
 
+// The backward-weights calls over `mb` samples; false when oneDNN has no
+// direct kernel for them.
+bool MakeWeightShape(const WindowGeometry& g, size_t out, size_t mb, const dnnl::engine& eng,
+                     WeightShape& w) {
+  const auto d = [](size_t v) { return static_cast<memory::dim>(v); };
+  const Dims strides = {d(g.stride), d(g.stride)};
+  const Dims pad_l = {d(g.offset), d(g.offset)};
+  const auto right = [&](size_t in, size_t o) {
+    return d((o - 1) * g.stride + g.kernel) - d(in) - d(g.offset);
+  };
+  const Dims pad_r = {right(g.height, g.out_height), right(g.width, g.out_width)};
+  const Dims src_dims = {d(mb), d(g.channels), d(g.height), d(g.width)};
+  const Dims dst_dims = {d(mb), d(out), d(g.out_height), d(g.out_width)};
+  const Dims w_dims = {d(out), d(g.channels), d(g.kernel), d(g.kernel)};
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  using Fwd = dnnl::convolution_forward;
+  const Fwd::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                     memory::desc(src_dims, kF32, Tag::any), memory::desc(w_dims, kF32, Tag::any),
+                     memory::desc(dst_dims, kF32, Tag::any), strides, pad_l, pad_r);
+  const Fwd::primitive_desc hint(fd, attr, eng);
+  using Bww = dnnl::convolution_backward_weights;
+  const Bww::desc bd(dnnl::algorithm::convolution_direct, memory::desc(src_dims, kF32, Tag::any),
+                     memory::desc(w_dims, kF32, Tag::any),
+                     memory::desc(dst_dims, kF32, Tag::any), strides, pad_l, pad_r);
+  const Bww::primitive_desc pd(bd, attr, eng, hint);
+  if (!IsDirect(pd)) return false;
+  w.mb = mb;
+  w.bwd_w = MakeCall(Bww(pd), eng,
+                     {{DNNL_ARG_SRC, pd.src_desc()},
+                      {DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
+                      {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()},
+                      {DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc()}});
+  w.scratch = pd.scratchpad_desc().get_size();
+  w.src_in = MakeMove(eng, memory::desc(src_dims, kF32, Tag::nchw), pd.src_desc());
+  w.ddst_in = MakeMove(eng, memory::desc(dst_dims, kF32, Tag::nchw), pd.diff_dst_desc());
+  const memory::desc w_plain(w_dims, kF32, Tag::oihw);
+  w.assign = MakeMove(eng, pd.diff_weights_desc(), w_plain);
+  // The add: a reorder whose result is summed into what is there.
+  dnnl::primitive_attr add_attr;
+  dnnl::post_ops sum;
+  sum.append_sum(1.0f);
+  add_attr.set_post_ops(sum);
+  w.add.needed = true;
+  w.add.floats = w.assign.floats;
+  dnnl::reorder::primitive_desc add_pd(eng, pd.diff_weights_desc(), eng, w_plain, add_attr);
+  w.add.call = MakeCall(dnnl::reorder(add_pd), eng,
+                        {{DNNL_ARG_FROM, pd.diff_weights_desc()}, {DNNL_ARG_TO, w_plain}});
+  return true;
+}
+
 // oneDNN on this thread runs on this thread only.
 void OneThread() { omp_set_num_threads(1); }
 
@@ -223,6 +303,10 @@ DirectConv::~DirectConv() = default;
 std::unique_ptr<DirectConv> DirectConv::Make(const WindowGeometry& g, size_t out, bool bias,
                                              size_t workspace_floats) {
   auto st = std::make_unique<State>();
+  // oneDNN fits a primitive to the thread count it sees when it is made
+  // (a backward-weights kernel then splits its sums over that many
+  // threads): make every one for the single thread it will run on.
+  OneThread();
   try {
     const size_t positions = g.out_size();
     st->slice = spec::DirectConvSlice(positions);
@@ -248,6 +332,31 @@ std::unique_ptr<DirectConv> DirectConv::Make(const WindowGeometry& g, size_t out
     const size_t need = std::max(3 * st->wf_floats, 2 * st->wb_floats) +
                         st->slots * st->slot_floats;
     if (need > workspace_floats) return nullptr;
+    // Backward-weights pieces: 1, 2, 4, ... samples up to the largest power of
+    // two within spec::ConvChunk (about 2,048 output positions).
+    const size_t chunk = static_cast<size_t>(spec::ConvChunk(positions));
+    for (size_t mb = 1; mb <= chunk; mb *= 2) {
+      WeightShape w;
+      if (!MakeWeightShape(g, out, mb, st->eng, w)) {
+        st->pieces.clear();
+        break;
+      }
+      st->w_src_floats = std::max(st->w_src_floats, w.src_in.floats);
+      st->w_ddst_floats = std::max(st->w_ddst_floats, w.ddst_in.floats);
+      st->w_diff_floats = std::max(st->w_diff_floats, w.assign.floats);
+      st->pieces.push_back(Clone(w, st->eng));
+      st->pieces.push_back(std::move(w));
+    }
+    if (!st->pieces.empty()) {
+      const size_t w_need = 2 * (st->w_src_floats + st->w_ddst_floats + st->w_diff_floats);
+      if (w_need > workspace_floats) {
+        st->pieces.clear();
+      } else {
+        size_t scratch = 0;
+        for (const WeightShape& w : st->pieces) scratch = std::max(scratch, w.scratch);
+        for (auto& v : st->w_scratch) v.resize(scratch + 64);
+      }
+    }
     for (size_t i = 0; i < st->slots; ++i) {
       st->streams.emplace_back(st->eng);
       st->scratch.emplace_back(std::max(full.scratch, one.scratch) + 64);
@@ -404,6 +513,58 @@ void DirectConv::BackwardData(const LayerIo& io) {
       }
     });
   }
+}
+
+}  // namespace tagi::engine
+
+namespace tagi::engine {
+
+bool DirectConv::has_backward_weights() const { return !s_->pieces.empty(); }
+
+void DirectConv::BackwardWeights(const LayerIo& io) {
+  State& st = *s_;
+  const size_t sizes = st.pieces.size() / 2;
+  // The two halves side by side, each whole on one thread.
+  ParallelFor(io.team, 2, 2, [&](size_t h0, size_t h1) {
+    OneThread();
+    for (size_t h = h0; h < h1; ++h) {
+      const dnnl::stream& s = st.streams[h];
+      float* src_buf = io.workspace + h * (st.w_src_floats + st.w_ddst_floats + st.w_diff_floats);
+      float* ddst_buf = src_buf + st.w_src_floats;
+      float* diff_buf = ddst_buf + st.w_ddst_floats;
+      const float* ddst_plain = h == 0 ? io.delta_out.mu : io.delta_out.var;
+      float* dw = h == 0 ? io.deltas[0].mu : io.deltas[0].var;
+      char* scratch = st.w_scratch[h].data();
+      // Pieces of the largest size while they fit, then the binary digits of
+      // the rest: the cut depends on the batch alone.
+      for (size_t b = 0, i = sizes - 1; b < io.batch;) {
+        while ((size_t{1} << i) > io.batch - b) --i;
+        const WeightShape& w = st.pieces[2 * i + h];
+        const bool first = b == 0;
+        const float* src = Stage(w.src_in, s, io.in.mu + b * st.in_n, src_buf);
+        if (h == 1) {  // mu_a^2
+          const size_t n = w.src_in.needed ? w.src_in.floats : w.mb * st.in_n;
+          Square(src, src_buf, n);
+          src = src_buf;
+        }
+        const float* ddst = Stage(w.ddst_in, s, ddst_plain + b * st.out_n, ddst_buf);
+        float* diff = (first && !w.assign.needed) ? dw : diff_buf;
+        w.bwd_w.Set(0, src);
+        w.bwd_w.Set(1, ddst);
+        w.bwd_w.Set(2, diff);
+        w.bwd_w.Set(3, scratch);
+        w.bwd_w.Run(s);
+        if (first) {
+          Unstage(w.assign, s, diff_buf, dw);
+        } else {
+          w.add.call.Set(0, diff_buf);
+          w.add.call.Set(1, dw);
+          w.add.call.Run(s);
+        }
+        b += w.mb;
+      }
+    }
+  });
 }
 
 }  // namespace tagi::engine

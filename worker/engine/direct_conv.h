@@ -1,6 +1,6 @@
-// DirectConv: five of a TAGI convolution's seven products (the three of the
-// forward and the two of backward-data) as oneDNN direct convolutions on
-// the CPU, instead of im2col columns and SGEMM.
+// DirectConv: a TAGI convolution's seven products (three forward, two
+// backward-data, two backward-weights) as oneDNN direct convolutions on the
+// CPU, instead of im2col columns and SGEMM.
 //
 // oneDNN's direct kernels read and write channel-blocked layouts, so each
 // call reorders its operands from the engine's [sample][channel][row][col]
@@ -15,11 +15,16 @@
 // (`slice`, from the layer's shape only), one slice per slot of the
 // workspace, and a sample's outputs depend only on the primitive that ran
 // its slice. A batch that is not a multiple of the slice ends in one-sample
-// calls. The backward-weights products stay on im2col + SGEMM (conv2d.cc):
-// their sums over samples would otherwise depend on how the batch is cut.
+// calls. The backward-weights products sum over the samples, so there the
+// batch is cut by its size alone (pieces of 2^i samples: as many of the
+// largest, up to about 2,048 output positions, as fit, then the binary
+// digits of the rest), each piece's product added to the deltas in order,
+// and the team's threads take the two products (mu and var) one each.
 //
 // Workspace: the blocked weights (three for the forward, two for backward-
-// data), then per slot a blocked input and a blocked output; the plan sizes
+// data), then per slot a blocked input and a blocked output; for backward-
+// weights, per product a blocked input, output innovations and weight
+// deltas of the largest piece; the plan sizes
 // it (spec/kinds/image.cc, DirectConvWorkspace) and Make refuses a layer whose
 // blocked sizes would not fit, which then runs on im2col. oneDNN's own
 // scratch, when a primitive asks for one, is held per slot by this object
@@ -48,6 +53,11 @@ class DirectConv {
   void Forward(const LayerIo& io);
   // delta_in = the innovations of the input (io.delta_in.mu != nullptr).
   void BackwardData(const LayerIo& io);
+  // The weight deltas' sums over the batch, before the var_w factors:
+  // deltas[0].mu = delta_mu_z * mu_a^T, deltas[0].var = delta_var_z * (mu_a^2)^T.
+  // Only where has_backward_weights().
+  bool has_backward_weights() const;
+  void BackwardWeights(const LayerIo& io);
 
   struct State;
 
