@@ -109,6 +109,8 @@ Conv2d::Conv2d(const spec::PlannedLayer& planned, ConvProducts products)
 
 Conv2d::~Conv2d() = default;
 
+bool Conv2d::direct() const { return direct_ != nullptr && direct_->has_backward_weights(); }
+
 void Conv2d::Refresh(const LayerIo& io) {
   RefreshWeightSquares({io.params[0].mu, io.params[0].var}, weights(), io.derived);
 }

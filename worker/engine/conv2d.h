@@ -7,9 +7,8 @@
 // over the chunk's im2col columns ([in * k^2][chunk * output positions],
 // zeros where a window reads padding, so padding adds nothing to any sum)
 // in the shared workspace; backward-data scatters its columns back with
-// col2im. Where oneDNN has a direct kernel for the shape on this CPU, the
-// forward and backward-data products run as direct convolutions instead
-// (direct_conv.h); the backward-weights products stay on im2col + SGEMM.
+// col2im. Where oneDNN has direct kernels for the shape on this CPU, the
+// products run as direct convolutions instead (direct_conv.h).
 // Blocks: weights [out][in][k][k], then biases [out] when bias is on.
 // Derived: mu_w^2 then mu_w^2 + var_w. No allocation.
 #ifndef TAGI_WORKER_ENGINE_CONV2D_H_
@@ -57,8 +56,8 @@ class Conv2d final : public Layer {
   explicit Conv2d(const spec::PlannedLayer& planned,
                   ConvProducts products = ConvProducts::kDirect);
   ~Conv2d() override;
-  // True when the direct kernels run this layer.
-  bool direct() const { return direct_ != nullptr; }
+  // True when the direct kernels run all seven of this layer's products.
+  bool direct() const;
 
   void Forward(const LayerIo& io, Mode mode) override;
   void Backward(const LayerIo& io) override;
