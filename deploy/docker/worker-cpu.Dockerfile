@@ -13,7 +13,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       ca-certificates cmake g++ make pkg-config \
       libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc \
-      libgloo-dev libssl-dev libcpp-httplib-dev libmicrohttpd-dev prometheus-cpp-dev libopenblas-dev zlib1g-dev \
+      libgloo-dev libssl-dev libcpp-httplib-dev libmicrohttpd-dev prometheus-cpp-dev libopenblas-dev libdnnl-dev zlib1g-dev \
       libzip-dev libpng-dev libjpeg62-turbo-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

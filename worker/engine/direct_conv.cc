@@ -1,7 +1,5 @@
 #include "worker/engine/direct_conv.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -13,6 +11,11 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "spec/kinds.h"
+
+// The OpenMP runtime's (libgomp's: the one oneDNN runs on, linked by
+// worker/engine/CMakeLists.txt), declared here rather than through the
+// compiler's omp.h, which clang would take from another runtime.
+extern "C" void omp_set_num_threads(int threads);
 
 namespace tagi::engine {
 namespace {
@@ -73,7 +76,7 @@ Call Clone(const Call& c, const dnnl::engine& eng) {
 struct Move {
   bool needed = false;
   Call call;  // operands: 0 from, 1 to
-  size_t floats = 0;  // of the blocked side
+  size_t floats = 0;  // of the larger side
 };
 
 Move MakeMove(const dnnl::engine& eng, const memory::desc& from, const memory::desc& to) {
@@ -93,6 +96,7 @@ bool IsDirect(const dnnl::primitive_desc_base& pd) {
 
 // Everything for calls over `mb` samples.
 struct Shape {
+  size_t mb = 0;
   Call fwd;       // operands: src, weights, dst[, bias]
   Call fwd_sum;   // the same with dst += (no bias)
   Call bwd_data;  // operands: diff_dst, weights, diff_src
@@ -100,10 +104,11 @@ struct Shape {
   size_t scratch = 0;  // bytes, the largest any of the three asks
 };
 
-Move Clone(const Move& m, const dnnl::engine& eng) {
-  Move copy = m;
-  if (m.needed) copy.call = Clone(m.call, eng);
-  return copy;
+// Gives the calls (members of a copy) memory objects of their own.
+void OwnMemory(std::initializer_list<Call*> calls, const dnnl::engine& eng) {
+  for (Call* c : calls) {
+    if (c->prim) *c = Clone(*c, eng);
+  }
 }
 
 // Backward-weights over `mb` samples, for one half (mu or var): the input
@@ -118,29 +123,20 @@ struct WeightShape {
   size_t scratch = 0;
 };
 
+// A slot's own copies.
 WeightShape Clone(const WeightShape& w, const dnnl::engine& eng) {
-  WeightShape copy;
-  copy.mb = w.mb;
-  copy.bwd_w = Clone(w.bwd_w, eng);
-  copy.src_in = Clone(w.src_in, eng);
-  copy.ddst_in = Clone(w.ddst_in, eng);
-  copy.assign = Clone(w.assign, eng);
-  copy.add = Clone(w.add, eng);
-  copy.scratch = w.scratch;
+  WeightShape copy = w;
+  OwnMemory({&copy.bwd_w, &copy.src_in.call, &copy.ddst_in.call, &copy.assign.call,
+             &copy.add.call},
+            eng);
   return copy;
 }
 
-// A slot's own copy of `s`.
 Shape Clone(const Shape& s, const dnnl::engine& eng) {
-  Shape copy;
-  copy.fwd = Clone(s.fwd, eng);
-  copy.fwd_sum = Clone(s.fwd_sum, eng);
-  copy.bwd_data = Clone(s.bwd_data, eng);
-  copy.src_in = Clone(s.src_in, eng);
-  copy.dst_out = Clone(s.dst_out, eng);
-  copy.ddst_in = Clone(s.ddst_in, eng);
-  copy.dsrc_out = Clone(s.dsrc_out, eng);
-  copy.scratch = s.scratch;
+  Shape copy = s;
+  OwnMemory({&copy.fwd, &copy.fwd_sum, &copy.bwd_data, &copy.src_in.call, &copy.dst_out.call,
+             &copy.ddst_in.call, &copy.dsrc_out.call},
+            eng);
   return copy;
 }
 
@@ -168,24 +164,38 @@ struct DirectConv::State {
 
 namespace {
 
-// The shape's calls; false when oneDNN has no direct kernel for it.
-bool MakeShape(const WindowGeometry& g, size_t out, bool bias, size_t mb,
-               const dnnl::engine& eng, Shape& s, memory::desc& wf_md, memory::desc& wb_md) {
+// A convolution's oneDNN dimensions over `mb` samples.
+struct ConvDims {
+  Dims src, dst, weights, strides, pad_l, pad_r;
+};
+
+ConvDims DimsOf(const WindowGeometry& g, size_t out, size_t mb) {
   const auto d = [](size_t v) { return static_cast<memory::dim>(v); };
-  const Dims strides = {d(g.stride), d(g.stride)};
-  const Dims pad_l = {d(g.offset), d(g.offset)};
   // padding_r so that out = (in + l + r - k) / s + 1 (it may be negative).
   const auto right = [&](size_t in, size_t o) {
     return d((o - 1) * g.stride + g.kernel) - d(in) - d(g.offset);
   };
-  const Dims pad_r = {right(g.height, g.out_height), right(g.width, g.out_width)};
-  const memory::desc src_plain({d(mb), d(g.channels), d(g.height), d(g.width)}, kF32, Tag::nchw);
-  const memory::desc dst_plain({d(mb), d(out), d(g.out_height), d(g.out_width)}, kF32,
-                               Tag::nchw);
-  const memory::desc src_any({d(mb), d(g.channels), d(g.height), d(g.width)}, kF32, Tag::any);
-  const memory::desc dst_any({d(mb), d(out), d(g.out_height), d(g.out_width)}, kF32, Tag::any);
-  const memory::desc w_any({d(out), d(g.channels), d(g.kernel), d(g.kernel)}, kF32, Tag::any);
-  const memory::desc b_md = bias ? memory::desc({d(out)}, kF32, Tag::x) : memory::desc();
+  return {{d(mb), d(g.channels), d(g.height), d(g.width)},
+          {d(mb), d(out), d(g.out_height), d(g.out_width)},
+          {d(out), d(g.channels), d(g.kernel), d(g.kernel)},
+          {d(g.stride), d(g.stride)},
+          {d(g.offset), d(g.offset)},
+          {right(g.height, g.out_height), right(g.width, g.out_width)}};
+}
+
+// The shape's calls; false when oneDNN has no direct kernel for it.
+bool MakeShape(const WindowGeometry& g, size_t out, bool bias, size_t mb,
+               const dnnl::engine& eng, Shape& s, memory::desc& wf_md, memory::desc& wb_md) {
+  const ConvDims dims = DimsOf(g, out, mb);
+  const Dims& strides = dims.strides;
+  const Dims& pad_l = dims.pad_l;
+  const Dims& pad_r = dims.pad_r;
+  const memory::desc src_plain(dims.src, kF32, Tag::nchw);
+  const memory::desc dst_plain(dims.dst, kF32, Tag::nchw);
+  const memory::desc src_any(dims.src, kF32, Tag::any);
+  const memory::desc dst_any(dims.dst, kF32, Tag::any);
+  const memory::desc w_any(dims.weights, kF32, Tag::any);
+  const memory::desc b_md = bias ? memory::desc({dims.weights[0]}, kF32, Tag::x) : memory::desc();
 
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -228,6 +238,7 @@ bool MakeShape(const WindowGeometry& g, size_t out, bool bias, size_t mb,
                          {DNNL_ARG_WEIGHTS, bpd.weights_desc()},
                          {DNNL_ARG_DIFF_SRC, bpd.diff_src_desc()},
                          {DNNL_ARG_SCRATCHPAD, bpd.scratchpad_desc()}});
+  s.mb = mb;
   s.scratch = std::max({fpd.scratchpad_desc().get_size(), fpd_sum.scratchpad_desc().get_size(),
                         bpd.scratchpad_desc().get_size()});
   s.src_in = MakeMove(eng, src_plain, fpd.src_desc());
@@ -243,16 +254,13 @@ bool MakeShape(const WindowGeometry& g, size_t out, bool bias, size_t mb,
 // direct kernel for them.
 bool MakeWeightShape(const WindowGeometry& g, size_t out, size_t mb, const dnnl::engine& eng,
                      WeightShape& w) {
-  const auto d = [](size_t v) { return static_cast<memory::dim>(v); };
-  const Dims strides = {d(g.stride), d(g.stride)};
-  const Dims pad_l = {d(g.offset), d(g.offset)};
-  const auto right = [&](size_t in, size_t o) {
-    return d((o - 1) * g.stride + g.kernel) - d(in) - d(g.offset);
-  };
-  const Dims pad_r = {right(g.height, g.out_height), right(g.width, g.out_width)};
-  const Dims src_dims = {d(mb), d(g.channels), d(g.height), d(g.width)};
-  const Dims dst_dims = {d(mb), d(out), d(g.out_height), d(g.out_width)};
-  const Dims w_dims = {d(out), d(g.channels), d(g.kernel), d(g.kernel)};
+  const ConvDims dims = DimsOf(g, out, mb);
+  const Dims& src_dims = dims.src;
+  const Dims& dst_dims = dims.dst;
+  const Dims& w_dims = dims.weights;
+  const Dims& strides = dims.strides;
+  const Dims& pad_l = dims.pad_l;
+  const Dims& pad_r = dims.pad_r;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   using Fwd = dnnl::convolution_forward;
@@ -293,8 +301,6 @@ bool MakeWeightShape(const WindowGeometry& g, size_t out, size_t mb, const dnnl:
 // oneDNN on this thread runs on this thread only.
 void OneThread() { omp_set_num_threads(1); }
 
-void SetScratch(const Call& c, size_t index, char* scratch) { c.Set(index, scratch); }
-
 }  // namespace
 
 DirectConv::DirectConv(std::unique_ptr<State> state) : s_(std::move(state)) {}
@@ -319,9 +325,7 @@ std::unique_ptr<DirectConv> DirectConv::Make(const WindowGeometry& g, size_t out
     if (!MakeShape(g, out, bias, st->slice, st->eng, full, wf_md, wb_md)) return nullptr;
     if (!MakeShape(g, out, bias, 1, st->eng, one, wf1, wb1)) return nullptr;
     if (wf1 != wf_md || wb1 != wb_md) return nullptr;
-    const auto d = [](size_t v) { return static_cast<memory::dim>(v); };
-    const memory::desc w_plain({d(out), d(g.channels), d(g.kernel), d(g.kernel)}, kF32,
-                               Tag::oihw);
+    const memory::desc w_plain(DimsOf(g, out, 1).weights, kF32, Tag::oihw);
     st->wf = MakeMove(st->eng, w_plain, wf_md);
     st->wb = MakeMove(st->eng, w_plain, wb_md);
     st->wf_floats = st->wf.floats;
@@ -392,6 +396,34 @@ void Square(const float* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = in[i] * in[i];
 }
 
+// The batch in rounds of the workspace's slots, a round's slots over the
+// team: fn(slot, first sample, shape, stream, scratch, slot buffer, its
+// second half) once per call (a full slice, or one sample of a short one).
+template <typename Fn>
+void ForEachCall(DirectConv::State& st, const LayerIo& io, float* slots, const Fn& fn) {
+  const size_t per_round = st.slots * st.slice;
+  for (size_t first = 0; first < io.batch; first += per_round) {
+    const size_t left = std::min(per_round, io.batch - first);
+    const size_t calls = (left + st.slice - 1) / st.slice;
+    ParallelFor(io.team, calls, 2, [&](size_t c0, size_t c1) {
+      OneThread();
+      for (size_t c = c0; c < c1; ++c) {
+        float* buf = slots + c * st.slot_floats;
+        float* half = buf + std::max(st.full[c].src_in.floats, st.full[c].dsrc_out.floats);
+        const size_t b0 = first + c * st.slice;
+        const size_t n = std::min(st.slice, io.batch - b0);
+        if (n == st.slice) {
+          fn(b0, st.full[c], st.streams[c], st.scratch[c].data(), buf, half);
+          continue;
+        }
+        for (size_t b = b0; b < b0 + n; ++b) {
+          fn(b, st.one[c], st.streams[c], st.scratch[c].data(), buf, half);
+        }
+      }
+    });
+  }
+}
+
 }  // namespace
 
 void DirectConv::Forward(const LayerIo& io) {
@@ -401,123 +433,67 @@ void DirectConv::Forward(const LayerIo& io) {
   float* wvar = wmix + st.wf_floats;
   float* slots = io.workspace + std::max(3 * st.wf_floats, 2 * st.wb_floats);
   const float* w2v = io.derived + io.block_size[0];
-  {
-    OneThread();
-    const dnnl::stream& s = st.streams[0];
-    Stage(st.wf, s, io.params[0].mu, wmu);
-    if (!io.input_is_data) Stage(st.wf, s, w2v, wmix);
-    Stage(st.wf, s, io.params[0].var, wvar);
-  }
-  const float* wmu_use = st.wf.needed ? wmu : io.params[0].mu;
-  const float* wmix_use = st.wf.needed ? wmix : w2v;
-  const float* wvar_use = st.wf.needed ? wvar : io.params[0].var;
-  const size_t per_round = st.slots * st.slice;
-  for (size_t first = 0; first < io.batch; first += per_round) {
-    const size_t left = std::min(per_round, io.batch - first);
-    const size_t calls = (left + st.slice - 1) / st.slice;
-    ParallelFor(io.team, calls, 2, [&](size_t c0, size_t c1) {
-      OneThread();
-      for (size_t c = c0; c < c1; ++c) {
-        const dnnl::stream& s = st.streams[c];
-        char* scratch = st.scratch[c].data();
-        float* src_buf = slots + c * st.slot_floats;
-        float* dst_buf = src_buf + std::max(st.full[c].src_in.floats, st.full[c].dsrc_out.floats);
-        const size_t b0 = first + c * st.slice;
-        const size_t n = std::min(st.slice, io.batch - b0);
-        // A full slice in one call, a short one sample by sample.
-        const Shape& sh = n == st.slice ? st.full[c] : st.one[c];
-        for (size_t b = b0; b < b0 + n; b += (n == st.slice ? n : 1)) {
-          const size_t m = n == st.slice ? n : 1;
-          const float* in_mu = io.in.mu + b * st.in_n;
-          float* out_mu = io.out.mu + b * st.out_n;
-          float* out_var = io.out.var + b * st.out_n;
-          const size_t in_floats = m * st.in_n;
-          // mu_z = mu_w * mu_a + mu_b
-          const float* src = Stage(sh.src_in, s, in_mu, src_buf);
-          float* dst = sh.dst_out.needed ? dst_buf : out_mu;
-          sh.fwd.Set(0, src);
-          sh.fwd.Set(1, wmu_use);
-          sh.fwd.Set(2, dst);
-          size_t next = 3;
-          if (st.bias) sh.fwd.Set(next++, io.params[1].mu);
-          SetScratch(sh.fwd, next, scratch);
-          sh.fwd.Run(s);
-          Unstage(sh.dst_out, s, dst, out_mu);
-          // var_z = var_w * mu_a^2 + var_b (+ (mu_w^2 + var_w) * var_a below)
-          const size_t src_floats = sh.src_in.needed ? sh.src_in.floats : in_floats;
-          Square(src, src_buf, src_floats);
-          dst = sh.dst_out.needed ? dst_buf : out_var;
-          sh.fwd.Set(0, src_buf);
-          sh.fwd.Set(1, wvar_use);
-          sh.fwd.Set(2, dst);
-          if (st.bias) sh.fwd.Set(3, io.params[1].var);
-          sh.fwd.Run(s);
-          if (!io.input_is_data) {
-            const float* vsrc = Stage(sh.src_in, s, io.in.var + b * st.in_n, src_buf);
-            sh.fwd_sum.Set(0, vsrc);
-            sh.fwd_sum.Set(1, wmix_use);
-            sh.fwd_sum.Set(2, dst);
-            SetScratch(sh.fwd_sum, 3, scratch);
-            sh.fwd_sum.Run(s);
-          }
-          Unstage(sh.dst_out, s, dst, out_var);
-        }
-      }
-    });
-  }
+  OneThread();
+  const float* wmu_use = Stage(st.wf, st.streams[0], io.params[0].mu, wmu);
+  const float* wmix_use = io.input_is_data ? w2v : Stage(st.wf, st.streams[0], w2v, wmix);
+  const float* wvar_use = Stage(st.wf, st.streams[0], io.params[0].var, wvar);
+  ForEachCall(st, io, slots, [&](size_t b, const Shape& sh, const dnnl::stream& s,
+                                 char* scratch, float* src_buf, float* dst_buf) {
+    float* out_mu = io.out.mu + b * st.out_n;
+    float* out_var = io.out.var + b * st.out_n;
+    // mu_z = mu_w * mu_a + mu_b
+    const float* src = Stage(sh.src_in, s, io.in.mu + b * st.in_n, src_buf);
+    float* dst = sh.dst_out.needed ? dst_buf : out_mu;
+    sh.fwd.Set(0, src);
+    sh.fwd.Set(1, wmu_use);
+    sh.fwd.Set(2, dst);
+    size_t next = 3;
+    if (st.bias) sh.fwd.Set(next++, io.params[1].mu);
+    sh.fwd.Set(next, scratch);
+    sh.fwd.Run(s);
+    Unstage(sh.dst_out, s, dst, out_mu);
+    // var_z = var_w * mu_a^2 + var_b (+ (mu_w^2 + var_w) * var_a below)
+    Square(src, src_buf, sh.src_in.needed ? sh.src_in.floats : sh.mb * st.in_n);
+    dst = sh.dst_out.needed ? dst_buf : out_var;
+    sh.fwd.Set(0, src_buf);
+    sh.fwd.Set(1, wvar_use);
+    sh.fwd.Set(2, dst);
+    if (st.bias) sh.fwd.Set(3, io.params[1].var);
+    sh.fwd.Run(s);
+    if (!io.input_is_data) {
+      sh.fwd_sum.Set(0, Stage(sh.src_in, s, io.in.var + b * st.in_n, src_buf));
+      sh.fwd_sum.Set(1, wmix_use);
+      sh.fwd_sum.Set(2, dst);
+      sh.fwd_sum.Set(3, scratch);
+      sh.fwd_sum.Run(s);
+    }
+    Unstage(sh.dst_out, s, dst, out_var);
+  });
 }
 
 void DirectConv::BackwardData(const LayerIo& io) {
   State& st = *s_;
-  float* wmu = io.workspace;
-  float* wsq = wmu + st.wb_floats;  // mu_w^2
   float* slots = io.workspace + std::max(3 * st.wf_floats, 2 * st.wb_floats);
-  {
-    OneThread();
-    const dnnl::stream& s = st.streams[0];
-    Stage(st.wb, s, io.params[0].mu, wmu);
-    Stage(st.wb, s, io.derived, wsq);
-  }
-  const float* wmu_use = st.wb.needed ? wmu : io.params[0].mu;
-  const float* wsq_use = st.wb.needed ? wsq : io.derived;
-  const size_t per_round = st.slots * st.slice;
-  for (size_t first = 0; first < io.batch; first += per_round) {
-    const size_t left = std::min(per_round, io.batch - first);
-    const size_t calls = (left + st.slice - 1) / st.slice;
-    ParallelFor(io.team, calls, 2, [&](size_t c0, size_t c1) {
-      OneThread();
-      for (size_t c = c0; c < c1; ++c) {
-        const dnnl::stream& s = st.streams[c];
-        char* scratch = st.scratch[c].data();
-        float* dsrc_buf = slots + c * st.slot_floats;
-        float* ddst_buf = dsrc_buf + std::max(st.full[c].src_in.floats, st.full[c].dsrc_out.floats);
-        const size_t b0 = first + c * st.slice;
-        const size_t n = std::min(st.slice, io.batch - b0);
-        const Shape& sh = n == st.slice ? st.full[c] : st.one[c];
-        for (size_t b = b0; b < b0 + n; b += (n == st.slice ? n : 1)) {
-          const std::array<std::pair<const float*, float*>, 2> halves = {
-              std::pair{io.delta_out.mu + b * st.out_n, io.delta_in.mu + b * st.in_n},
-              std::pair{io.delta_out.var + b * st.out_n, io.delta_in.var + b * st.in_n}};
-          const std::array<const float*, 2> weights = {wmu_use, wsq_use};
-          for (size_t h = 0; h < 2; ++h) {
-            const float* ddst = Stage(sh.ddst_in, s, halves[h].first, ddst_buf);
-            float* dsrc = sh.dsrc_out.needed ? dsrc_buf : halves[h].second;
-            sh.bwd_data.Set(0, ddst);
-            sh.bwd_data.Set(1, weights[h]);
-            sh.bwd_data.Set(2, dsrc);
-            SetScratch(sh.bwd_data, 3, scratch);
-            sh.bwd_data.Run(s);
-            Unstage(sh.dsrc_out, s, dsrc, halves[h].second);
-          }
-        }
-      }
-    });
-  }
+  OneThread();
+  const std::array<const float*, 2> weights = {
+      Stage(st.wb, st.streams[0], io.params[0].mu, io.workspace),
+      Stage(st.wb, st.streams[0], io.derived, io.workspace + st.wb_floats)};  // mu_w^2
+  ForEachCall(st, io, slots, [&](size_t b, const Shape& sh, const dnnl::stream& s,
+                                 char* scratch, float* dsrc_buf, float* ddst_buf) {
+    const std::array<std::pair<const float*, float*>, 2> halves = {
+        std::pair{io.delta_out.mu + b * st.out_n, io.delta_in.mu + b * st.in_n},
+        std::pair{io.delta_out.var + b * st.out_n, io.delta_in.var + b * st.in_n}};
+    for (size_t h = 0; h < 2; ++h) {
+      float* dsrc = sh.dsrc_out.needed ? dsrc_buf : halves[h].second;
+      sh.bwd_data.Set(0, Stage(sh.ddst_in, s, halves[h].first, ddst_buf));
+      sh.bwd_data.Set(1, weights[h]);
+      sh.bwd_data.Set(2, dsrc);
+      sh.bwd_data.Set(3, scratch);
+      sh.bwd_data.Run(s);
+      Unstage(sh.dsrc_out, s, dsrc, halves[h].second);
+    }
+  });
 }
-
-}  // namespace tagi::engine
-
-namespace tagi::engine {
 
 bool DirectConv::has_backward_weights() const { return !s_->pieces.empty(); }
 
