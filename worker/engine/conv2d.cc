@@ -109,7 +109,7 @@ Conv2d::Conv2d(const spec::PlannedLayer& planned, ConvProducts products)
 
 Conv2d::~Conv2d() = default;
 
-bool Conv2d::direct() const { return direct_ != nullptr && direct_->has_backward_weights(); }
+bool Conv2d::direct() const { return direct_ != nullptr; }
 
 void Conv2d::Refresh(const LayerIo& io) {
   RefreshWeightSquares({io.params[0].mu, io.params[0].var}, weights(), io.derived);
@@ -173,7 +173,9 @@ void Conv2d::Forward(const LayerIo& io, Mode /*mode*/) {
   }
 }
 
-void Conv2d::Backward(const LayerIo& io) {
+// The seven products on im2col columns; the weight deltas without their
+// prior factors.
+void Conv2d::Im2colBackward(const LayerIo& io) {
   const size_t p = g_.out_size();
   const size_t in_n = g_.channels * g_.in_size();
   const size_t out_n = out_ * p;
@@ -185,9 +187,7 @@ void Conv2d::Backward(const LayerIo& io) {
   float* col_b = col_a + rows_ * ld;
   float* dz_mu = col_b + 2 * rows_ * ld;
   float* dz_var = dz_mu + out_ * ld;
-  const bool direct_weights = direct_ && direct_->has_backward_weights();
-  if (direct_weights) direct_->BackwardWeights(io);
-  for (size_t first = 0; !direct_weights && first < io.batch; first += chunk) {
+  for (size_t first = 0; first < io.batch; first += chunk) {
     const size_t m = std::min(chunk, io.batch - first);
     const size_t n = m * p;
     // The output innovations as [out][sample, position], and the columns.
@@ -211,7 +211,7 @@ void Conv2d::Backward(const LayerIo& io) {
          io.team);
     Gemm(Trans::kNo, Trans::kYes, out_, rows_, n, dz_var, ld, col_b, ld, beta, dw.var, rows_,
          io.team);
-    if (io.delta_in.mu == nullptr || direct_) continue;
+    if (io.delta_in.mu == nullptr) continue;
     // Innovations of the input: the transposed convolutions of the output
     // innovations with mu_w and mu_w^2, scattered back by col2im.
     Gemm(Trans::kYes, Trans::kNo, rows_, n, out_, w.mu, rows_, dz_mu, ld, 0.0f, col_a, ld, io.team);
@@ -224,7 +224,18 @@ void Conv2d::Backward(const LayerIo& io) {
       }
     });
   }
-  if (io.delta_in.mu != nullptr && direct_) direct_->BackwardData(io);
+}
+
+void Conv2d::Backward(const LayerIo& io) {
+  if (direct_) {
+    direct_->BackwardWeights(io);
+    if (io.delta_in.mu != nullptr) direct_->BackwardData(io);
+  } else {
+    Im2colBackward(io);
+  }
+  // The weight deltas' prior factors, applied after the sums.
+  const GaussianView w = io.params[0];
+  const GaussianView dw = io.deltas[0];
   {
     const float* __restrict var_w = w.var;
     float* __restrict dmw = dw.mu;
@@ -235,6 +246,8 @@ void Conv2d::Backward(const LayerIo& io) {
     }
   }
   if (!bias_) return;
+  const size_t p = g_.out_size();
+  const size_t out_n = out_ * p;
   const GaussianView db = io.deltas[1];
   const float* var_b = io.params[1].var;
   for (size_t o = 0; o < out_; ++o) {

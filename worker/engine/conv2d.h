@@ -56,7 +56,7 @@ class Conv2d final : public Layer {
   explicit Conv2d(const spec::PlannedLayer& planned,
                   ConvProducts products = ConvProducts::kDirect);
   ~Conv2d() override;
-  // True when the direct kernels run all seven of this layer's products.
+  // True when oneDNN's direct kernels run this layer's seven products.
   bool direct() const;
 
   void Forward(const LayerIo& io, Mode mode) override;
@@ -64,6 +64,7 @@ class Conv2d final : public Layer {
   void Refresh(const LayerIo& io) override;
 
  private:
+  void Im2colBackward(const LayerIo& io);
   size_t weights() const { return out_ * rows_; }
   WindowGeometry g_;
   size_t out_;   // output channels

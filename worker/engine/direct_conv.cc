@@ -320,11 +320,16 @@ std::unique_ptr<DirectConv> DirectConv::Make(const WindowGeometry& g, size_t out
     st->bias = bias;
     st->in_n = g.channels * g.in_size();
     st->out_n = out * positions;
-    memory::desc wf_md, wb_md, wf1, wb1;
+    memory::desc wf_md, wb_md;
     Shape full, one;
     if (!MakeShape(g, out, bias, st->slice, st->eng, full, wf_md, wb_md)) return nullptr;
-    if (!MakeShape(g, out, bias, 1, st->eng, one, wf1, wb1)) return nullptr;
-    if (wf1 != wf_md || wb1 != wb_md) return nullptr;
+    if (st->slice == 1) {
+      one = full;  // never used: every slice is full
+    } else {
+      memory::desc wf1, wb1;
+      if (!MakeShape(g, out, bias, 1, st->eng, one, wf1, wb1)) return nullptr;
+      if (wf1 != wf_md || wb1 != wb_md) return nullptr;
+    }
     const memory::desc w_plain(DimsOf(g, out, 1).weights, kF32, Tag::oihw);
     st->wf = MakeMove(st->eng, w_plain, wf_md);
     st->wb = MakeMove(st->eng, w_plain, wb_md);
@@ -339,28 +344,21 @@ std::unique_ptr<DirectConv> DirectConv::Make(const WindowGeometry& g, size_t out
     // Backward-weights pieces: 1, 2, 4, ... samples up to the largest power of
     // two within spec::ConvChunk (about 2,048 output positions).
     const size_t chunk = static_cast<size_t>(spec::ConvChunk(positions));
+    size_t w_scratch = 0;
     for (size_t mb = 1; mb <= chunk; mb *= 2) {
       WeightShape w;
-      if (!MakeWeightShape(g, out, mb, st->eng, w)) {
-        st->pieces.clear();
-        break;
-      }
+      if (!MakeWeightShape(g, out, mb, st->eng, w)) return nullptr;
       st->w_src_floats = std::max(st->w_src_floats, w.src_in.floats);
       st->w_ddst_floats = std::max(st->w_ddst_floats, w.ddst_in.floats);
       st->w_diff_floats = std::max(st->w_diff_floats, w.assign.floats);
+      w_scratch = std::max(w_scratch, w.scratch);
       st->pieces.push_back(Clone(w, st->eng));
       st->pieces.push_back(std::move(w));
     }
-    if (!st->pieces.empty()) {
-      const size_t w_need = 2 * (st->w_src_floats + st->w_ddst_floats + st->w_diff_floats);
-      if (w_need > workspace_floats) {
-        st->pieces.clear();
-      } else {
-        size_t scratch = 0;
-        for (const WeightShape& w : st->pieces) scratch = std::max(scratch, w.scratch);
-        for (auto& v : st->w_scratch) v.resize(scratch + 64);
-      }
+    if (2 * (st->w_src_floats + st->w_ddst_floats + st->w_diff_floats) > workspace_floats) {
+      return nullptr;
     }
+    for (auto& v : st->w_scratch) v.resize(w_scratch + 64);
     for (size_t i = 0; i < st->slots; ++i) {
       st->streams.emplace_back(st->eng);
       st->scratch.emplace_back(std::max(full.scratch, one.scratch) + 64);
@@ -494,8 +492,6 @@ void DirectConv::BackwardData(const LayerIo& io) {
     }
   });
 }
-
-bool DirectConv::has_backward_weights() const { return !s_->pieces.empty(); }
 
 void DirectConv::BackwardWeights(const LayerIo& io) {
   State& st = *s_;

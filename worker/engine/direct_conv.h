@@ -41,8 +41,9 @@ namespace tagi::engine {
 
 class DirectConv {
  public:
-  // nullptr when oneDNN has no direct kernel for the shape (or this CPU),
-  // or its buffers would exceed `workspace_floats`.
+  // nullptr when oneDNN lacks a direct kernel for any of the seven products
+  // of the shape (or for this CPU), or its buffers would exceed
+  // `workspace_floats`: the layer then runs all seven on im2col.
   static std::unique_ptr<DirectConv> Make(const WindowGeometry& g, size_t out, bool bias,
                                           size_t workspace_floats);
   ~DirectConv();
@@ -55,8 +56,6 @@ class DirectConv {
   void BackwardData(const LayerIo& io);
   // The weight deltas' sums over the batch, before the var_w factors:
   // deltas[0].mu = delta_mu_z * mu_a^T, deltas[0].var = delta_var_z * (mu_a^2)^T.
-  // Only where has_backward_weights().
-  bool has_backward_weights() const;
   void BackwardWeights(const LayerIo& io);
 
   struct State;
