@@ -44,6 +44,17 @@ void Activation::Forward(const LayerIo& io, Mode /*mode*/) {
       }
       return;
     }
+    if (kind == tagi::v1::Layer::MIXTURE_RELU) {
+      // Most of ResNet18's activations: branch-free, so this loop
+      // vectorises (it was a tenth of the step as scalar double libm).
+      for (size_t i = begin; i < end; ++i) {
+        const elementwise::Moments m = elementwise::MixtureRelu(mz[i], vz[i]);
+        ma[i] = m.mu;
+        va[i] = m.var;
+        jcb[i] = m.jcb;
+      }
+      return;
+    }
     for (size_t i = begin; i < end; ++i) {
       const elementwise::Moments m = elementwise::Activate(kind, slope, mz[i], vz[i]);
       ma[i] = m.mu;
