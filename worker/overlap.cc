@@ -7,16 +7,17 @@
 namespace tagi {
 
 OverlappedReduce::OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
-                                   std::span<float> buffer, size_t num_parameters,
+                                   std::span<float> buffer, size_t var_offset,
                                    std::vector<spec::Bucket> buckets, WirePrecision wire)
     : collective_(collective),
       timeout_(timeout),
       clock_(clock),
       buffer_(buffer),
-      n_(num_parameters),
+      n_(var_offset),
       buckets_(std::move(buckets)),
       units_(buckets_.size() + 1),
-      wire_(wire) {
+      wire_(wire),
+      unit_event_(units_, nullptr) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -38,15 +39,16 @@ void OverlappedReduce::BeginStep() {
   released_here_ = 0;
 }
 
-void OverlappedReduce::Release(size_t units) {
+void OverlappedReduce::Release(size_t units, void* device_event) {
   if (units <= released_here_) return;
+  for (size_t u = released_here_; u < units; ++u) unit_event_[u] = device_event;
   released_here_ = units;
   absl::MutexLock lock(&mu_);
   released_ = units;
 }
 
-void OverlappedReduce::Ready(size_t ready_from) {
-  Release(spec::BucketsReady(buckets_, ready_from));
+void OverlappedReduce::Ready(size_t ready_from, void* device_event) {
+  Release(spec::BucketsReady(buckets_, ready_from), device_event);
 }
 
 bool OverlappedReduce::Settled() const {
@@ -55,7 +57,8 @@ bool OverlappedReduce::Settled() const {
 
 absl::Status OverlappedReduce::Finish() {
   const absl::Time start = clock_.Now();
-  Release(units_);
+  // What is left follows BeginReduce, which waited for the engine's work.
+  Release(units_, nullptr);
   absl::MutexLock lock(&mu_);
   // Every call left has the collective's own timeout; one more covers the
   // thread's scheduling.
@@ -94,11 +97,19 @@ absl::Status OverlappedReduce::ReduceUnit(size_t unit) {
   }
   const spec::Bucket& b = buckets_[unit];
   const size_t count = b.end - b.begin;
-  if (auto st = collective_.AllReduceSumOnWire(buffer_.subspan(b.begin, count), wire_, timeout_);
-      !st.ok()) {
-    return st;
+  const std::span<float> mu = buffer_.subspan(b.begin, count);
+  const std::span<float> var = buffer_.subspan(n_ + b.begin, count);
+  if (void* event = unit_event_[unit]; event != nullptr) {
+    // Device memory (NCCL, FP32 only: the job rules refuse 16 bits there).
+    // The var half follows the mu half on the collective's stream.
+    if (wire_ != WirePrecision::kFp32) {
+      return absl::UnimplementedError("a 16-bit wire for device memory is not supported");
+    }
+    if (auto st = collective_.AllReduceSumAfter(mu, event, timeout_); !st.ok()) return st;
+    return collective_.AllReduceSum(var, timeout_);
   }
-  return collective_.AllReduceSumOnWire(buffer_.subspan(n_ + b.begin, count), wire_, timeout_);
+  if (auto st = collective_.AllReduceSumOnWire(mu, wire_, timeout_); !st.ok()) return st;
+  return collective_.AllReduceSumOnWire(var, wire_, timeout_);
 }
 
 void OverlappedReduce::Run() {

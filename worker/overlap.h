@@ -3,9 +3,12 @@
 // pass is still running.
 //
 // The trainer calls BeginStep before the engine's TrainStep; the engine's
-// backward calls Ready(ready_from) as its deltas become final, which
-// releases the buckets wholly above ready_from to the thread (in launch
-// order: the last layers first); after TrainStep and BeginReduce (which stages the state
+// backward calls Ready(ready_from, device_event) as its deltas become
+// final, which releases the buckets wholly above ready_from to the thread
+// (in launch order: the last layers first). A GPU engine's deltas are final
+// only once its stream reaches device_event: the bucket's all-reduce then
+// waits for that event on the device (Collective::AllReduceSumAfter, NCCL),
+// so the collective's stream and the engine's run side by side; after TrainStep and BeginReduce (which stages the state
 // and the control word behind the deltas) the trainer calls Finish, which
 // releases the rest (the last bucket and that tail) and waits for all.
 // Each bucket is two all-reduce calls (its mu range, its var range, in the
@@ -44,11 +47,12 @@ namespace tagi {
 
 class OverlappedReduce {
  public:
-  // `buffer`: [mu of N][var of N][tail]; the buckets cut [0, N) of each
-  // half (spec::PlanBuckets). REQUIRES: at least one bucket; collective,
-  // clock and buffer outlive the object.
+  // `buffer`: [mu half][var half][tail], the var half at `var_offset` (N,
+  // or N padded by a GPU engine) and the tail at 2 var_offset; the buckets
+  // cut [0, N) of each half (spec::PlanBuckets). REQUIRES: at least one
+  // bucket; collective, clock and buffer outlive the object.
   OverlappedReduce(Collective& collective, absl::Duration timeout, Clock& clock,
-                   std::span<float> buffer, size_t num_parameters,
+                   std::span<float> buffer, size_t var_offset,
                    std::vector<spec::Bucket> buckets, WirePrecision wire = WirePrecision::kFp32);
   ~OverlappedReduce();
   OverlappedReduce(const OverlappedReduce&) = delete;
@@ -57,7 +61,7 @@ class OverlappedReduce {
   size_t num_buckets() const { return buckets_.size(); }
 
   void BeginStep();
-  void Ready(size_t ready_from);
+  void Ready(size_t ready_from, void* device_event = nullptr);
   absl::Status Finish();
   void Abandon();
 
@@ -70,7 +74,7 @@ class OverlappedReduce {
  private:
   void Run();
   absl::Status ReduceUnit(size_t unit);
-  void Release(size_t units);
+  void Release(size_t units, void* device_event);
   bool Settled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Collective& collective_;
@@ -82,6 +86,9 @@ class OverlappedReduce {
   const size_t units_;  // the buckets and the tail
   const WirePrecision wire_;  // of the deltas; the tail always goes in FP32
   size_t released_here_ = 0;  // the driving thread's copy of released_
+  // Per unit, the device event it waits for (null: none), written before
+  // its release is published under mu_.
+  std::vector<void*> unit_event_;
   double busy_seconds_ = 0.0;
   double wait_seconds_ = 0.0;
 

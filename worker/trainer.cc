@@ -278,7 +278,7 @@ Trainer::Trainer(const tagi::v1::JobSpec& spec, engine::Engine& model,
 Trainer::~Trainer() {
   if (overlap_ == nullptr) return;
   // The engine outlives the trainer: it must not call into a dead reducer.
-  (void)model_.SetBackwardObserver({});
+  (void)model_.SetBackwardObserver({}, false);
   overlap_.reset();
 }
 
@@ -288,13 +288,16 @@ void Trainer::SetUpOverlap() {
       spec::PlanBuckets(model_.num_parameters(), BucketBytes(spec_));
   if (buckets.empty()) return;
   if (buckets.size() < 2 && wire_ == WirePrecision::kFp32) return;
+  // A GPU engine hands out device memory, for a collective that takes it
+  // (NCCL); with a host collective it reduces after its backward.
   auto buffer = model_.SetBackwardObserver(
-      [this](size_t ready_from) { overlap_->Ready(ready_from); });
+      [this](size_t ready_from, void* device_event) { overlap_->Ready(ready_from, device_event); },
+      options_.collective->AcceptsDeviceMemory());
   if (!buffer.ok()) return;  // the engine reduces after its backward only
   overlap_ = std::make_unique<OverlappedReduce>(*options_.collective,
-                                                options_.collective_timeout, clock_, *buffer,
-                                                model_.num_parameters(), std::move(buckets),
-                                                wire_);
+                                                options_.collective_timeout, clock_,
+                                                buffer->values, buffer->var_offset,
+                                                std::move(buckets), wire_);
 }
 
 WirePrecision WireFromSpec(const tagi::v1::JobSpec& spec) {
@@ -344,7 +347,9 @@ absl::Status Trainer::ReduceAfterBackward(std::span<float> buffer) {
 }
 
 absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
-  const bool device = overlap_ == nullptr && options_.collective->AcceptsDeviceMemory();
+  // The buffer the buckets went from, when they went: the engine's own
+  // choice of memory for this collective (SetUpOverlap).
+  const bool device = options_.collective->AcceptsDeviceMemory();
   TAGI_ASSIGN_OR_RETURN(const std::span<float> buffer,
                         model_.BeginReduce(device, stop_vote ? 1.0f : 0.0f));
   if (overlap_ != nullptr) {

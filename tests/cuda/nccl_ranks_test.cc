@@ -1,7 +1,9 @@
 // The NCCL backend with two ranks, one GPU each, in two threads of this
 // process: sums and broadcasts of host and device memory (the CUDA engine's
-// reduce buffer), a hung peer ending a call at its deadline, and an abort
-// from another thread ending a call that waits for a peer. They need two
+// reduce buffer), a hung peer ending a call at its deadline, an abort
+// from another thread ending a call that waits for a peer, and the step's
+// all-reduce in buckets that NCCL's stream takes as the backward finishes
+// them (device events, no host wait). They need two
 // CUDA devices and skip otherwise; in every build they also run on the host
 // emulation of CUDA and NCCL (tests/cuda/emulation, two emulated devices).
 #include <algorithm>
@@ -10,11 +12,15 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/clock.h"
+#include "common/job_spec.h"
+#include "common/rng.h"
 #include "common/store.h"
 #include "gtest/gtest.h"
 #include "worker/collective/nccl/nccl_collective.h"
 #include "worker/engine/cuda/device.h"
 #include "worker/engine/engine_factory.h"
+#include "worker/trainer.h"
 
 namespace tagi {
 namespace {
@@ -164,6 +170,228 @@ TEST_F(NcclTwoRanks, AbortFromAnotherThreadEndsACallWaitingForAPeer) {
   aborter.join();
   EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the abort did not end the wait";
+}
+
+// The engine of SumTheEnginesDeviceDeltaArenasInPlace: 3-4-TANH-2.
+engine::Architecture TinyArchitecture() {
+  engine::Architecture arch;
+  arch.input = {3, 1, 1};
+  arch.layers.resize(3);
+  arch.layers[0].kind = tagi::v1::Layer::LINEAR;
+  arch.layers[0].in = 3;
+  arch.layers[0].out = 4;
+  arch.layers[1].kind = tagi::v1::Layer::TANH;
+  arch.layers[2].kind = tagi::v1::Layer::LINEAR;
+  arch.layers[2].in = 4;
+  arch.layers[2].out = 2;
+  arch.head = {engine::HeadKind::kRegression, 0};
+  return arch;
+}
+
+// The backward hands out each layer's final deltas with an event; each
+// range goes to NCCL at once, its stream waiting for the event on the
+// device, with no host wait anywhere: the sums are the ranks' deltas. (On
+// the emulated GPU, queued work runs only when something waits for it: an
+// all-reduce that did not wait for the event would sum the deltas an
+// earlier batch left in the arena.)
+TEST_F(NcclTwoRanks, SumTheDeltasAsTheBackwardHandsThemOut) {
+  auto& ranks = ranks_;
+  const engine::Architecture arch = TinyArchitecture();
+  struct HandOut {
+    size_t ready_from;
+    void* event;
+  };
+  std::vector<std::unique_ptr<engine::Engine>> gpus;
+  std::vector<std::vector<float>> deltas;
+  std::vector<std::vector<HandOut>> handouts(2);
+  std::vector<engine::Engine::ReduceBuffer> buffers(2);
+  for (int r = 0; r < 2; ++r) {
+    auto e = engine::CreateEngine(arch, 4, r);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ASSERT_TRUE((*e)->Initialize(1, {}).ok());
+    const std::vector<float> x(12, 0.5f + r), y(8, 1.0f - r);
+    ASSERT_TRUE((*e)->TrainStep(x.data(), nullptr, y.data(), 4, 1.0f).ok());
+    deltas.emplace_back(2 * (*e)->num_parameters());
+    ASSERT_TRUE((*e)->ReadDeltas(deltas.back()).ok());
+    // Another batch's deltas fill the arena (ReadDeltas waits for them).
+    const std::vector<float> x2(12, -2.0f), y2(8, 5.0f);
+    ASSERT_TRUE((*e)->TrainStep(x2.data(), nullptr, y2.data(), 4, 1.0f).ok());
+    std::vector<float> other(deltas.back().size());
+    ASSERT_TRUE((*e)->ReadDeltas(other).ok());
+    ASSERT_NE(other, deltas.back());
+    auto buffer = (*e)->SetBackwardObserver(
+        [&handouts, r](size_t ready_from, void* event) {
+          handouts[r].push_back({ready_from, event});
+        },
+        /*device_memory=*/true);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    buffers[r] = *buffer;
+    // The first batch again: the backward only queues its work.
+    ASSERT_TRUE((*e)->TrainStep(x.data(), nullptr, y.data(), 4, 1.0f).ok());
+    ASSERT_GE(handouts[r].size(), 2u) << "one hand-out per layer with parameters";
+    EXPECT_EQ(handouts[r].back().ready_from, 0u);
+    gpus.push_back(std::move(*e));
+  }
+  const size_t n = gpus[0]->num_parameters();
+  std::vector<absl::Status> st(2);
+  OnBoth([&](int r) {
+    size_t end = n;
+    for (const HandOut& h : handouts[r]) {
+      ASSERT_NE(h.event, nullptr);
+      ASSERT_LT(h.ready_from, end);
+      const size_t count = end - h.ready_from;
+      const std::span<float> values = buffers[r].values;
+      for (const size_t at : {h.ready_from, buffers[r].var_offset + h.ready_from}) {
+        st[r] = ranks[r]->AllReduceSumAfter(values.subspan(at, count), h.event, kTimeout);
+        if (!st[r].ok()) return;
+      }
+      end = h.ready_from;
+    }
+  });
+  ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0] << " / " << st[1];
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> got(deltas[0].size());
+    ASSERT_TRUE(gpus[r]->ReadDeltas(got).ok());
+    for (size_t k = 0; k < got.size(); ++k) {
+      const float want = deltas[0][k] + deltas[1][k];
+      ASSERT_NEAR(got[k], want, 1e-6 * std::max(1.0f, std::abs(want)))
+          << "rank " << r << " delta " << k;
+    }
+  }
+  // A host span cannot wait for a device event; the collective stays usable.
+  std::vector<float> host = {1.0f};
+  EXPECT_EQ(ranks[0]->AllReduceSumAfter(host, handouts[0][0].event, kTimeout).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+constexpr uint32_t kInputs = 16;
+constexpr uint32_t kClasses = 10;
+
+// 16-32-RELU-32-RELU-hsm(10), batch 8 per rank, on random data whose label
+// is the largest of the first ten inputs.
+tagi::v1::JobSpec SmallJob(uint32_t bucket_kib) {
+  tagi::v1::JobSpec spec;
+  uint32_t in = kInputs;
+  for (int i = 0; i < 2; ++i) {
+    auto* linear = spec.add_layers()->mutable_linear();
+    linear->set_in_features(in);
+    linear->set_out_features(32);
+    spec.add_layers()->mutable_relu();
+    in = 32;
+  }
+  spec.mutable_head()->mutable_classification()->set_num_classes(kClasses);
+  auto* last = spec.add_layers()->mutable_linear();
+  last->set_in_features(in);
+  last->set_out_features(static_cast<uint32_t>(ExpectedOutputWidth(spec)));
+  spec.mutable_noise()->set_sigma_v(1.0f);
+  spec.set_batch_size(8);
+  spec.set_epochs(1);
+  spec.set_seed(7);
+  spec.set_bucket_kib(bucket_kib);
+  return spec;
+}
+
+data::Dataset RandomSplit(size_t n, uint64_t seed) {
+  data::Dataset d;
+  d.num_samples = n;
+  d.input_dim = kInputs;
+  d.num_classes = static_cast<int>(kClasses);
+  Rng rng(seed);
+  d.inputs.resize(n * kInputs);
+  for (float& x : d.inputs) x = static_cast<float>(2.0 * rng.Uniform() - 1.0);
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = d.inputs.data() + i * kInputs;
+    d.labels.push_back(static_cast<int32_t>(std::max_element(row, row + kClasses) - row));
+  }
+  return d;
+}
+
+struct PairRun {
+  std::vector<uint64_t> fingerprints;  // per rank, after the steps
+  size_t buckets = 0;                  // rank 0's last step
+};
+
+// `steps` data-parallel steps of `spec` on the two ranks.
+PairRun TrainPair(std::vector<std::unique_ptr<Collective>>& ranks, const tagi::v1::JobSpec& spec,
+                  const data::LoadedData& data, size_t steps) {
+  PairRun run;
+  run.fingerprints.resize(2);
+  std::vector<absl::Status> st(2);
+  OnBoth([&](int r) {
+    auto model = BuildModel(spec, data, spec.batch_size(), r);
+    if (!model.ok()) {
+      st[r] = model.status();
+      return;
+    }
+    RealClock clock;
+    TrainerOptions options;
+    options.collective = ranks[r].get();
+    options.collective_timeout = kTimeout;
+    Trainer trainer(spec, **model, data, clock, std::move(options));
+    for (size_t s = 0; s < steps && st[r].ok(); ++s) st[r] = trainer.Step(0, s);
+    if (!st[r].ok()) return;
+    if (r == 0) run.buckets = trainer.last_step().buckets;
+    auto fp = (*model)->ParameterFingerprint();
+    st[r] = fp.status();
+    if (fp.ok()) run.fingerprints[r] = *fp;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  return run;
+}
+
+data::LoadedData SmallData() {
+  data::LoadedData data;
+  data.data.train = RandomSplit(160, 1);
+  data.data.test = RandomSplit(32, 2);
+  return data;
+}
+
+// Trained with 1 KiB buckets, each reduced by NCCL as the backward finishes
+// it, and with one all-reduce after the backward: the same bits on both
+// replicas and in both runs (NCCL sums each element over the ranks alike,
+// whatever the call it is in).
+TEST_F(NcclTwoRanks, BucketedStepsOnTheDeviceGiveTheOneAllReducesBits) {
+  const data::LoadedData data = SmallData();
+  constexpr size_t kSteps = 6;
+  const PairRun bucketed = TrainPair(ranks_, SmallJob(1), data, kSteps);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GT(bucketed.buckets, 4u) << "the 1 KiB buckets did not go separately";
+  EXPECT_EQ(bucketed.fingerprints[0], bucketed.fingerprints[1]);
+  const PairRun whole = TrainPair(ranks_, SmallJob(1 << 20), data, kSteps);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(whole.buckets, 1u);
+  EXPECT_EQ(whole.fingerprints[0], whole.fingerprints[1]);
+  EXPECT_EQ(bucketed.fingerprints[0], whole.fingerprints[0]);
+}
+
+// Rank 1 never steps: rank 0's first bucket waits for it on the device
+// until another thread aborts the collective. The step fails (Aborted), in
+// time, and nothing of it is applied.
+TEST_F(NcclTwoRanks, AnAbortMidBucketFailsTheStepAndAppliesNothing) {
+  const data::LoadedData data = SmallData();
+  const tagi::v1::JobSpec spec = SmallJob(1);
+  auto model = BuildModel(spec, data, spec.batch_size(), 0);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto before = (*model)->ParameterFingerprint();
+  ASSERT_TRUE(before.ok());
+  RealClock clock;
+  TrainerOptions options;
+  options.collective = ranks_[0].get();
+  options.collective_timeout = kTimeout;
+  Trainer trainer(spec, **model, data, clock, std::move(options));
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    ranks_[0]->Abort();
+  });
+  const absl::Time start = absl::Now();
+  const absl::Status st = trainer.Step(0, 0);
+  aborter.join();
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(absl::IsAborted(st)) << st;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the abort did not end the step";
+  auto after = (*model)->ParameterFingerprint();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, *before);
 }
 
 }  // namespace

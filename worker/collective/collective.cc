@@ -20,6 +20,13 @@ absl::Status Collective::AllReduceSumOnWire(std::span<float> data, WirePrecision
       WirePrecisionName(wire)));
 }
 
+absl::Status Collective::AllReduceSumAfter(std::span<float> data, void* ready,
+                                           absl::Duration timeout) {
+  if (ready == nullptr) return AllReduceSum(data, timeout);
+  return absl::UnimplementedError(
+      "this collective backend takes host memory only; waiting for a device event needs NCCL");
+}
+
 absl::Status ValidateGroupArgs(const char* backend, int rank, int world,
                                const GroupOptions& options) {
   if (world < 1 || rank < 0 || rank >= world) {

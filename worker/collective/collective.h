@@ -43,6 +43,14 @@ class Collective {
   // Whether AllReduceSum and Broadcast take spans in GPU memory (NCCL);
   // the others take host memory only.
   virtual bool AcceptsDeviceMemory() const { return false; }
+  // AllReduceSum of a span in GPU memory whose values are complete once the
+  // device reaches `ready`, an event (cudaEvent_t, opaque here) recorded on
+  // another stream of the same GPU: the collective's stream waits for it on
+  // the device, and the calling thread does not. A null `ready` is
+  // AllReduceSum. Backends that take no device memory return Unimplemented
+  // (and stay usable).
+  virtual absl::Status AllReduceSumAfter(std::span<float> data, void* ready,
+                                         absl::Duration timeout);
 };
 
 // How a rank joins a group over TCP (the Gloo and ring backends).

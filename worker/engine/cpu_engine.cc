@@ -113,14 +113,20 @@ absl::StatusOr<float> CpuEngine::EndReduce(float scale, float state_scale) {
   return model_->reduce_buffer().back();
 }
 
-absl::StatusOr<std::span<float>> CpuEngine::SetBackwardObserver(
-    std::function<void(size_t ready_from)> ready) {
-  model_->SetBackwardObserver(std::move(ready));
-  return model_->reduce_buffer();
+absl::StatusOr<Engine::ReduceBuffer> CpuEngine::SetBackwardObserver(BackwardObserver ready,
+                                                                    bool /*device_memory*/) {
+  // Host memory whatever the collective takes (BeginReduce's too).
+  if (!ready) {
+    model_->SetBackwardObserver({});
+  } else {
+    model_->SetBackwardObserver(
+        [ready = std::move(ready)](size_t ready_from) { ready(ready_from, nullptr); });
+  }
+  return ReduceBuffer{model_->reduce_buffer(), model_->num_parameters()};
 }
 
-absl::StatusOr<std::span<float>> Engine::SetBackwardObserver(
-    std::function<void(size_t ready_from)> /*ready*/) {
+absl::StatusOr<Engine::ReduceBuffer> Engine::SetBackwardObserver(BackwardObserver /*ready*/,
+                                                                 bool /*device_memory*/) {
   return absl::UnimplementedError(absl::StrFormat(
       "the %s engine reduces its deltas after the backward pass only", device()));
 }

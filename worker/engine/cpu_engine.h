@@ -40,8 +40,8 @@ class CpuEngine final : public Engine {
   absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
   absl::StatusOr<float> EndReduce(float scale, float state_scale) override;
   absl::Status CheckReduced() override;
-  absl::StatusOr<std::span<float>> SetBackwardObserver(
-      std::function<void(size_t ready_from)> ready) override;
+  absl::StatusOr<ReduceBuffer> SetBackwardObserver(BackwardObserver ready,
+                                                   bool device_memory) override;
   absl::Status ApplyStep(float cap_factor) override;
   absl::Status SetBatchSync(std::function<absl::Status(std::span<float>)> sum,
                             size_t world) override;

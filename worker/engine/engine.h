@@ -109,17 +109,29 @@ class Engine {
   virtual absl::Status CheckReduced() = 0;
 
   // Overlap of the backward with the all-reduce: an engine that can hand
-  // out its deltas as soon as they are final calls `ready(ready_from)`
-  // during TrainStep's backward, meaning every delta (mu and var) from
-  // parameter index ready_from to the end is final (non-increasing; 0 by
-  // the end; spec/buckets.h), and returns the buffer BeginReduce will
-  // return, in host memory and fixed for the engine's life. The caller may
+  // out its deltas as soon as they are final calls
+  // `ready(ready_from, device_event)` during TrainStep's backward, meaning
+  // every delta (mu and var) from parameter index ready_from to the end is
+  // final (non-increasing; 0 by the end; spec/buckets.h), and returns the
+  // buffer BeginReduce(device_memory, ...) will return, fixed for the
+  // engine's life. A host engine's deltas are final when it calls, and
+  // device_event is null. A GPU engine (device_memory true) calls as it
+  // queues the work: device_event is an event (cudaEvent_t) recorded on its
+  // stream after that work, and the deltas are final once the device
+  // reaches it (Collective::AllReduceSumAfter waits for it on the device);
+  // the event stays valid until the next TrainStep. The caller may
   // all-reduce the final parts of its deltas on another thread meanwhile;
   // the state and control word only after BeginReduce staged them.
   // Unimplemented for engines that cannot (the caller then reduces after
-  // TrainStep); an empty `ready` turns it off.
-  virtual absl::StatusOr<std::span<float>> SetBackwardObserver(
-      std::function<void(size_t ready_from)> ready);
+  // TrainStep; a GPU engine cannot for a host collective); an empty
+  // `ready` turns it off.
+  using BackwardObserver = std::function<void(size_t ready_from, void* device_event)>;
+  struct ReduceBuffer {
+    std::span<float> values;  // [mu half][var half][state][control words]
+    size_t var_offset = 0;    // where the var half begins: N, or N padded on a GPU
+  };
+  virtual absl::StatusOr<ReduceBuffer> SetBackwardObserver(BackwardObserver ready,
+                                                           bool device_memory);
 
   // The capped update with the variance floor (docs/maths.md section 7).
   virtual absl::Status ApplyStep(float cap_factor) = 0;

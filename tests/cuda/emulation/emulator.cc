@@ -368,6 +368,20 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   return event->stream->done >= event->position ? cudaSuccess : cudaErrorNotReady;
 }
 
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
+  std::lock_guard<std::recursive_mutex> lock(State().mu);
+  if (stream == nullptr || event == nullptr || flags != 0) return cudaErrorInvalidValue;
+  CUstream_st* source = event->stream;
+  const uint64_t position = event->position;
+  if (source == nullptr || source == stream) return cudaSuccess;  // nothing, or already ordered
+  // Whenever `stream` reaches this point it lets `source` make progress up
+  // to the recorded position, and goes on only once that has run.
+  return tagi::cuda_emulation::EnqueueBlocking(stream, [source, position] {
+    tagi::cuda_emulation::Drain(source, position);
+    return source->done >= position;
+  });
+}
+
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!start->timing || !end->timing) return cudaErrorInvalidResourceHandle;
   *ms = std::chrono::duration<float, std::milli>(*end->when - *start->when).count();

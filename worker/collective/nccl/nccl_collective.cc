@@ -73,14 +73,18 @@ class NcclCollective final : public Collective {
   int world() const override { return world_; }
   bool AcceptsDeviceMemory() const override { return true; }
   absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override;
+  absl::Status AllReduceSumAfter(std::span<float> data, void* ready,
+                                 absl::Duration timeout) override;
   absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override;
   absl::Status Barrier(absl::Duration timeout) override;
   void Abort() override { abort_requested_.store(true); }
 
  private:
   using Op = std::function<ncclResult_t(float* buffer, size_t count)>;
-  // Runs one collective over `data` (device or host memory) and waits for it.
-  absl::Status Run(std::span<float> data, absl::Duration timeout, const char* what, const Op& op);
+  // Runs one collective over `data` (device or host memory) and waits for
+  // it; the stream first waits for `after` on the device when it is set.
+  absl::Status Run(std::span<float> data, absl::Duration timeout, const char* what, const Op& op,
+                   cudaEvent_t after = nullptr);
   absl::Status EnsureScratch(size_t count);
   // Polls until the communicator has no operation in progress.
   absl::Status WaitIdle(absl::Time deadline, const char* what);
@@ -221,7 +225,7 @@ absl::Status NcclCollective::EnsureScratch(size_t count) {
 }
 
 absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, const char* what,
-                                 const Op& op) {
+                                 const Op& op, cudaEvent_t after) {
   if (!sticky_.ok()) {
     return absl::AbortedError(
         absl::StrCat("nccl backend: unusable after an earlier failure: ", sticky_.message()));
@@ -242,6 +246,7 @@ absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, 
         cudaMemcpyAsync(device_scratch_, host_scratch_, bytes, cudaMemcpyHostToDevice, stream_));
     buffer = device_scratch_;
   }
+  if (after != nullptr) TAGI_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, after, 0));
   const ncclResult_t rc = op(buffer, data.size());
   if (rc != ncclSuccess && rc != ncclInProgress) return Fail(NcclError(rc, comm_, what));
   // Non-blocking communicator: the work is on the stream once it is idle.
@@ -257,9 +262,24 @@ absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, 
 }
 
 absl::Status NcclCollective::AllReduceSum(std::span<float> data, absl::Duration timeout) {
-  return Run(data, timeout, "all-reduce", [this](float* buffer, size_t count) {
-    return ncclAllReduce(buffer, buffer, count, ncclFloat, ncclSum, comm_, stream_);
-  });
+  return AllReduceSumAfter(data, nullptr, timeout);
+}
+
+// The engine's deltas, final once its stream reaches `ready`: the work of
+// this collective's stream (not this thread) waits for them, so the
+// engine's later kernels and this all-reduce run side by side.
+absl::Status NcclCollective::AllReduceSumAfter(std::span<float> data, void* ready,
+                                               absl::Duration timeout) {
+  if (ready != nullptr && !data.empty() && !IsDeviceMemory(data.data())) {
+    return absl::InvalidArgumentError(
+        "nccl backend: an all-reduce after a device event needs a span in device memory");
+  }
+  return Run(
+      data, timeout, "all-reduce",
+      [this](float* buffer, size_t count) {
+        return ncclAllReduce(buffer, buffer, count, ncclFloat, ncclSum, comm_, stream_);
+      },
+      static_cast<cudaEvent_t>(ready));
 }
 
 absl::Status NcclCollective::Broadcast(std::span<float> data, int root, absl::Duration timeout) {

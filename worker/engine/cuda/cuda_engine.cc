@@ -14,6 +14,7 @@
 #include "common/checksum.h"
 #include "spec/hsm_tree.h"
 #include "common/status.h"
+#include "spec/buckets.h"
 #include "spec/plan.h"
 #include "worker/engine/cpu_engine.h"
 #include "worker/engine/cuda/cuda_check.h"
@@ -61,17 +62,22 @@ struct CudaEngineState {
   int device = 0;
   size_t n = 0;      // parameters
   size_t n_pad = 0;  // offset of the var half on the device
+
+  // Declared before the layers, so destroyed after them: a layer keeps
+  // references to the handles (a cuDNN convolution destroys its
+  // descriptors through the handle's entry points).
+  Stream stream;
+  CublasHandle blas;
+  // Created when a layer calls cuDNN (CudnnHandle is complete only in
+  // builds with cuDNN, the only ones with such layers).
+  std::shared_ptr<CudnnHandle> dnn;
+
   // One per planned layer, in plan order.
   std::vector<std::unique_ptr<CudaLayer>> layers;
   HeadDesc head;
   std::optional<HsmTree> tree;  // hierarchical softmax
   std::vector<float> node_scratch;
 
-  Stream stream;
-  CublasHandle blas;
-  // Created when a layer calls cuDNN (CudnnHandle is complete only in
-  // builds with cuDNN, the only ones with such layers).
-  std::shared_ptr<CudnnHandle> dnn;
   Event uploaded;  // the last batch upload left the pinned staging buffer
 
   // Model arena: params [mu n_pad][var n_pad], deltas [mu n_pad][var n_pad]
@@ -121,6 +127,12 @@ struct CudaEngineState {
   // average).
   bool weights_scaled = true;
   float pending_scale = 1.0f;
+
+  // The backward's hand-out of final deltas (SetBackwardObserver): per plan
+  // step, the watermark after it and an event recorded there when it moves.
+  Engine::BackwardObserver observer;
+  std::vector<size_t> ready_from;
+  std::vector<Event> ready_events;
 
   float* params() const { return model.get(); }
   float* deltas() const { return model.get() + deltas_offset; }
@@ -541,6 +553,22 @@ absl::Status CudaEngine::OutputUpdate(size_t batch, float sigma_v) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// After backward step i: when the watermark moved, an event on the stream
+// marks where the deltas above it are final, and the observer gets both.
+absl::Status HandOutFinalDeltas(CudaEngineState& s, size_t i) {
+  if (!s.observer) return absl::OkStatus();
+  const size_t before = i + 1 < s.ready_from.size() ? s.ready_from[i + 1] : s.n;
+  if (s.ready_from[i] == before) return absl::OkStatus();
+  cudaEvent_t event = s.ready_events[i].get();
+  TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(event, s.s()));
+  s.observer(s.ready_from[i], event);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status CudaEngine::RunBackward(size_t batch) {
   CudaEngineState& s = *s_;
   const CudaContext ctx = s.ctx();
@@ -559,6 +587,7 @@ absl::Status CudaEngine::RunBackward(size_t batch) {
     if (step.op == spec::Step::Op::kLayer) {
       TAGI_RETURN_IF_ERROR(
           s.layers[static_cast<size_t>(step.layer)]->Backward(ctx, StepIo(s, step, batch)));
+      TAGI_RETURN_IF_ERROR(HandOutFinalDeltas(s, i));
       continue;
     }
     // A residual merge passes the innovations of its output unchanged to
@@ -672,6 +701,33 @@ absl::Status CudaEngine::SetBatchSync(std::function<absl::Status(std::span<float
                            },
                            world};
   return absl::OkStatus();
+}
+
+absl::StatusOr<Engine::ReduceBuffer> CudaEngine::SetBackwardObserver(BackwardObserver ready,
+                                                                     bool device_memory) {
+  CudaEngineState& s = *s_;
+  TAGI_USE_DEVICE();
+  if (!ready) {
+    s.observer = nullptr;
+    return ReduceBuffer{};
+  }
+  if (!device_memory) {
+    return absl::UnimplementedError(
+        "the CUDA engine hands out its deltas in device memory only; a host collective reduces "
+        "them after the backward pass");
+  }
+  s.ready_from = spec::ReadyFromAfterStep(s.plan);
+  // One event per plan step, made once (an event may be recorded again
+  // once the collective's stream has taken its last recording: Finish
+  // waits for every bucket before the next TrainStep).
+  while (s.ready_events.size() < s.ready_from.size()) {
+    TAGI_ASSIGN_OR_RETURN(Event e, Event::Create());
+    s.ready_events.push_back(std::move(e));
+  }
+  s.observer = std::move(ready);
+  return ReduceBuffer{
+      std::span<float>(s.deltas(), 2 * s.n_pad + s.plan.num_state + Model::kControlWords),
+      s.n_pad};
 }
 
 absl::StatusOr<std::span<float>> CudaEngine::BeginReduce(bool device_memory, float control) {

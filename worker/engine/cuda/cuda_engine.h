@@ -80,6 +80,10 @@ class CudaEngine final : public Engine {
   absl::Status TrainStep(const float* x, const int32_t* labels, const float* targets, size_t batch,
                          float sigma_v) override;
   absl::StatusOr<std::span<float>> BeginReduce(bool device_memory, float control) override;
+  // Device memory only: the buckets go by NCCL, its stream waiting for each
+  // bucket's event (Engine::SetBackwardObserver).
+  absl::StatusOr<ReduceBuffer> SetBackwardObserver(BackwardObserver ready,
+                                                   bool device_memory) override;
   absl::StatusOr<float> EndReduce(float scale, float state_scale) override;
   absl::Status CheckReduced() override;
   // Synchronised batch norm: each BatchNorm's sums go through pinned host
