@@ -489,15 +489,10 @@ void CheckTraining(const JobSpec& spec, Problems& p) {
   const JobSpec::WirePrecision wire = spec.wire_precision();
   if (!JobSpec::WirePrecision_IsValid(wire)) {
     p.Add("wire_precision: %d is unknown; expected FP32, BF16 or FP16", static_cast<int>(wire));
-  } else if (wire == JobSpec::BF16 || wire == JobSpec::FP16) {
-    const bool ring = spec.backend() == JobSpec::TCP_RING ||
-                      (spec.backend() == JobSpec::BACKEND_UNSPECIFIED && device.ok() && *device < 0);
-    if (!ring) {
-      p.Add("wire_precision: %s needs the TCP_RING backend (the default on a cpu device); "
-            "backend %s with device \"%s\" reduces in FP32",
-            JobSpec::WirePrecision_Name(wire), JobSpec::Backend_Name(spec.backend()),
-            spec.device());
-    }
+  } else if ((wire == JobSpec::BF16 || wire == JobSpec::FP16) && spec.backend() == JobSpec::GLOO) {
+    p.Add("wire_precision: %s needs the TCP_RING or the NCCL backend (the defaults on a cpu and "
+          "a cuda device); backend GLOO reduces in FP32",
+          JobSpec::WirePrecision_Name(wire));
   }
 }
 

@@ -99,16 +99,10 @@ absl::Status OverlappedReduce::ReduceUnit(size_t unit) {
   const size_t count = b.end - b.begin;
   const std::span<float> mu = buffer_.subspan(b.begin, count);
   const std::span<float> var = buffer_.subspan(n_ + b.begin, count);
-  if (void* event = unit_event_[unit]; event != nullptr) {
-    // Device memory (NCCL, FP32 only: the job rules refuse 16 bits there).
-    // The var half follows the mu half on the collective's stream.
-    if (wire_ != WirePrecision::kFp32) {
-      return absl::UnimplementedError("a 16-bit wire for device memory is not supported");
-    }
-    if (auto st = collective_.AllReduceSumAfter(mu, event, timeout_); !st.ok()) return st;
-    return collective_.AllReduceSum(var, timeout_);
-  }
-  if (auto st = collective_.AllReduceSumOnWire(mu, wire_, timeout_); !st.ok()) return st;
+  // A device event (NCCL): the var half follows the mu half on the
+  // collective's stream, so only the first waits for it.
+  void* event = unit_event_[unit];
+  if (auto st = collective_.AllReduceSumAfter(mu, event, wire_, timeout_); !st.ok()) return st;
   return collective_.AllReduceSumOnWire(var, wire_, timeout_);
 }
 

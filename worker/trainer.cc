@@ -339,7 +339,13 @@ absl::Status Trainer::ReduceAfterBackward(std::span<float> buffer) {
   const absl::Duration timeout = options_.collective_timeout;
   if (wire_ == WirePrecision::kFp32) return c.AllReduceSum(buffer, timeout);
   // A 16-bit wire carries the deltas only (each half with its own FP16
-  // scale); the state and the control word go in FP32.
+  // scale); the state and the control word go in FP32. Here the buffer is
+  // the packed host one; a GPU engine's device buffer (NCCL) always goes
+  // by OverlappedReduce, which knows its padded halves.
+  if (c.AcceptsDeviceMemory() && model_.device() != "cpu") {
+    return absl::FailedPreconditionError(
+        "a 16-bit wire over NCCL needs the engine's overlapped reduction");
+  }
   const size_t n = model_.num_parameters();
   TAGI_RETURN_IF_ERROR(c.AllReduceSumOnWire(buffer.subspan(0, n), wire_, timeout));
   TAGI_RETURN_IF_ERROR(c.AllReduceSumOnWire(buffer.subspan(n, n), wire_, timeout));

@@ -491,10 +491,10 @@ TEST(JobSpec, BucketSizeMustLieBetweenOneKibAndTheDeltaArena) {
   }
 }
 
-// wire_precision: 16-bit formats need the TCP ring (the cpu default);
-// Gloo, NCCL and cuda devices on the automatic backend are refused naming
-// the field; an unknown number is refused.
-TEST(JobSpec, SixteenBitWiresNeedTheTcpRing) {
+// wire_precision: 16-bit formats need the TCP ring or NCCL (the cpu and
+// cuda defaults); Gloo is refused naming the field; an unknown number is
+// refused.
+TEST(JobSpec, SixteenBitWiresNeedTheTcpRingOrNccl) {
   for (const auto wire : {JobSpec::BF16, JobSpec::FP16}) {
     JobSpec spec = ValidSpec();
     spec.set_wire_precision(wire);
@@ -506,7 +506,9 @@ TEST(JobSpec, SixteenBitWiresNeedTheTcpRing) {
                                       HasSubstr("GLOO")));
     spec.set_backend(JobSpec::BACKEND_UNSPECIFIED);
     spec.set_device("cuda:0");
-    EXPECT_THAT(Problems(spec), HasSubstr("wirePrecision"));
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+    spec.set_backend(JobSpec::NCCL);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
   }
   JobSpec spec = ValidSpec();
   auto patch = ParseJobSpecJson(R"({"wirePrecision": 9})");

@@ -242,7 +242,7 @@ TEST_F(NcclTwoRanks, SumTheDeltasAsTheBackwardHandsThemOut) {
       const size_t count = end - h.ready_from;
       const std::span<float> values = buffers[r].values;
       for (const size_t at : {h.ready_from, buffers[r].var_offset + h.ready_from}) {
-        st[r] = ranks[r]->AllReduceSumAfter(values.subspan(at, count), h.event, kTimeout);
+        st[r] = ranks[r]->AllReduceSumAfter(values.subspan(at, count), h.event, WirePrecision::kFp32, kTimeout);
         if (!st[r].ok()) return;
       }
       end = h.ready_from;
@@ -260,7 +260,7 @@ TEST_F(NcclTwoRanks, SumTheDeltasAsTheBackwardHandsThemOut) {
   }
   // A host span cannot wait for a device event; the collective stays usable.
   std::vector<float> host = {1.0f};
-  EXPECT_EQ(ranks[0]->AllReduceSumAfter(host, handouts[0][0].event, kTimeout).code(),
+  EXPECT_EQ(ranks[0]->AllReduceSumAfter(host, handouts[0][0].event, WirePrecision::kFp32, kTimeout).code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -21,8 +21,8 @@ absl::Status Collective::AllReduceSumOnWire(std::span<float> data, WirePrecision
 }
 
 absl::Status Collective::AllReduceSumAfter(std::span<float> data, void* ready,
-                                           absl::Duration timeout) {
-  if (ready == nullptr) return AllReduceSum(data, timeout);
+                                           WirePrecision wire, absl::Duration timeout) {
+  if (ready == nullptr) return AllReduceSumOnWire(data, wire, timeout);
   return absl::UnimplementedError(
       "this collective backend takes host memory only; waiting for a device event needs NCCL");
 }

@@ -43,13 +43,13 @@ class Collective {
   // Whether AllReduceSum and Broadcast take spans in GPU memory (NCCL);
   // the others take host memory only.
   virtual bool AcceptsDeviceMemory() const { return false; }
-  // AllReduceSum of a span in GPU memory whose values are complete once the
-  // device reaches `ready`, an event (cudaEvent_t, opaque here) recorded on
-  // another stream of the same GPU: the collective's stream waits for it on
-  // the device, and the calling thread does not. A null `ready` is
-  // AllReduceSum. Backends that take no device memory return Unimplemented
-  // (and stay usable).
-  virtual absl::Status AllReduceSumAfter(std::span<float> data, void* ready,
+  // AllReduceSumOnWire of a span in GPU memory whose values are complete
+  // once the device reaches `ready`, an event (cudaEvent_t, opaque here)
+  // recorded on another stream of the same GPU: the collective's stream
+  // waits for it on the device, and the calling thread does not. A null
+  // `ready` is AllReduceSumOnWire. Backends that take no device memory
+  // return Unimplemented for a non-null `ready` (and stay usable).
+  virtual absl::Status AllReduceSumAfter(std::span<float> data, void* ready, WirePrecision wire,
                                          absl::Duration timeout);
 };
 

@@ -5,7 +5,9 @@
 // ncclCommGetAsyncError says ncclInProgress); a collective is queued on the
 // caller's stream and completes when every rank's stream has reached it (the
 // k-th collective of each rank meet); ncclCommAbort ends the rank's work at
-// once and its peers then see ncclRemoteError. A test double for the
+// once and its peers then see ncclRemoteError. Sums of ncclFloat16 and
+// ncclBfloat16 add the ranks in order, widening to float and rounding each
+// partial sum back to 16 bits (as a ring's hops do). A test double for the
 // backend's bootstrap, polling, deadlines and aborts, not NCCL.
 #ifndef TAGI_TESTS_CUDA_EMULATION_NCCL_H_
 #define TAGI_TESTS_CUDA_EMULATION_NCCL_H_
@@ -24,7 +26,7 @@ enum ncclResult_t {
   ncclRemoteError = 6,
   ncclInProgress = 7,
 };
-enum ncclDataType_t { ncclFloat = 7 };
+enum ncclDataType_t { ncclFloat16 = 6, ncclFloat = 7, ncclBfloat16 = 9 };
 enum ncclRedOp_t { ncclSum = 0 };
 
 struct ncclUniqueId {

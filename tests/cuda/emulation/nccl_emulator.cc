@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "worker/collective/wire_precision.h"
 
 namespace {
 
@@ -17,8 +18,9 @@ struct Meeting {
   bool broadcast = false;
   int root = 0;
   size_t count = 0;
-  std::vector<const float*> send;
-  std::vector<float*> recv;
+  ncclDataType_t type = ncclFloat;
+  std::vector<const void*> send;
+  std::vector<void*> recv;
   int arrived = 0;
   bool done = false;
 };
@@ -38,20 +40,42 @@ std::map<std::string, std::weak_ptr<Group>>& Groups() {
 
 std::string Key(const ncclUniqueId& id) { return std::string(id.internal, sizeof(id.internal)); }
 
+size_t ElementBytes(ncclDataType_t type) { return type == ncclFloat ? 4 : 2; }
+
+// 16-bit sums: the ranks in order, each partial sum widened, added in
+// float and rounded back to 16 bits.
+void Sum16(const Meeting& m, int nranks, std::vector<uint16_t>& out) {
+  const tagi::WirePrecision wire =
+      m.type == ncclBfloat16 ? tagi::WirePrecision::kBf16 : tagi::WirePrecision::kFp16;
+  std::vector<float> acc(m.count, 0.0f);
+  for (int r = 0; r < nranks; ++r) {
+    tagi::WidenAddFrom16(wire, static_cast<const uint16_t*>(m.send[static_cast<size_t>(r)]), 1.0f,
+                         acc.data(), m.count);
+    tagi::NarrowTo16(wire, acc.data(), 1.0f, out.data(), m.count);
+    tagi::WidenFrom16(wire, out.data(), 1.0f, acc.data(), m.count);
+  }
+}
+
 // Runs a meeting once every rank has arrived: reads every input first, so
 // that in-place buffers work, then writes every output.
 void Hold(Meeting& m, int nranks) {
-  std::vector<float> result(m.count, 0.0f);
+  const size_t bytes = m.count * ElementBytes(m.type);
+  std::vector<char> result(bytes, 0);
   if (m.broadcast) {
-    std::memcpy(result.data(), m.send[static_cast<size_t>(m.root)], m.count * sizeof(float));
-  } else {
+    std::memcpy(result.data(), m.send[static_cast<size_t>(m.root)], bytes);
+  } else if (m.type == ncclFloat) {
+    auto* sum = reinterpret_cast<float*>(result.data());
     for (int r = 0; r < nranks; ++r) {
-      const float* in = m.send[static_cast<size_t>(r)];
-      for (size_t i = 0; i < m.count; ++i) result[i] += in[i];
+      const auto* in = static_cast<const float*>(m.send[static_cast<size_t>(r)]);
+      for (size_t i = 0; i < m.count; ++i) sum[i] += in[i];
     }
+  } else {
+    std::vector<uint16_t> codes(m.count);
+    Sum16(m, nranks, codes);
+    std::memcpy(result.data(), codes.data(), bytes);
   }
   for (int r = 0; r < nranks; ++r) {
-    std::memcpy(m.recv[static_cast<size_t>(r)], result.data(), m.count * sizeof(float));
+    std::memcpy(m.recv[static_cast<size_t>(r)], result.data(), bytes);
   }
   m.done = true;
 }
@@ -134,10 +158,12 @@ namespace {
 ncclResult_t Collective(bool broadcast, int root, const void* send, void* recv, size_t count,
                         ncclDataType_t type, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> lock(tagi::cuda_emulation::Lock());
-  if (comm == nullptr || type != ncclFloat) return ncclInvalidArgument;
+  if (comm == nullptr || (type != ncclFloat && type != ncclFloat16 && type != ncclBfloat16)) {
+    return ncclInvalidArgument;
+  }
   if (comm->group->joined_count < comm->group->nranks) return ncclInvalidUsage;  // not formed
-  if (!tagi::cuda_emulation::InDeviceMemory(send, count * sizeof(float)) ||
-      !tagi::cuda_emulation::InDeviceMemory(recv, count * sizeof(float))) {
+  if (!tagi::cuda_emulation::InDeviceMemory(send, count * ElementBytes(type)) ||
+      !tagi::cuda_emulation::InDeviceMemory(recv, count * ElementBytes(type))) {
     std::fprintf(stderr, "nccl emulation: a buffer is not in device memory\n");
     return ncclInvalidArgument;
   }
@@ -148,17 +174,19 @@ ncclResult_t Collective(bool broadcast, int root, const void* send, void* recv, 
     slot->broadcast = broadcast;
     slot->root = root;
     slot->count = count;
+    slot->type = type;
     slot->send.assign(static_cast<size_t>(group->nranks), nullptr);
     slot->recv.assign(static_cast<size_t>(group->nranks), nullptr);
-  } else if (slot->broadcast != broadcast || slot->root != root || slot->count != count) {
+  } else if (slot->broadcast != broadcast || slot->root != root || slot->count != count ||
+             slot->type != type) {
     return ncclInvalidUsage;  // the ranks called different collectives
   }
   std::shared_ptr<Meeting> meeting = slot;
   const int rank = comm->rank;
   std::shared_ptr<std::atomic<bool>> aborted = comm->aborted;
   bool arrived = false;
-  const auto* in = static_cast<const float*>(send);
-  auto* out = static_cast<float*>(recv);
+  const void* in = send;
+  void* out = recv;
   const cudaError_t err = tagi::cuda_emulation::EnqueueBlocking(
       stream, [group, meeting, rank, aborted, arrived, in, out]() mutable {
         if (aborted->load() || group->aborted) return true;  // the work is dropped

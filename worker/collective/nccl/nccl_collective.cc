@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -12,6 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/status.h"
+#include "worker/collective/nccl/wire_kernels.h"
+#include "worker/collective/wire_precision.h"
 #include "worker/cuda_runtime/cuda_status.h"
 
 namespace tagi {
@@ -73,7 +76,9 @@ class NcclCollective final : public Collective {
   int world() const override { return world_; }
   bool AcceptsDeviceMemory() const override { return true; }
   absl::Status AllReduceSum(std::span<float> data, absl::Duration timeout) override;
-  absl::Status AllReduceSumAfter(std::span<float> data, void* ready,
+  absl::Status AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
+                                  absl::Duration timeout) override;
+  absl::Status AllReduceSumAfter(std::span<float> data, void* ready, WirePrecision wire,
                                  absl::Duration timeout) override;
   absl::Status Broadcast(std::span<float> data, int root, absl::Duration timeout) override;
   absl::Status Barrier(absl::Duration timeout) override;
@@ -85,7 +90,13 @@ class NcclCollective final : public Collective {
   // it; the stream first waits for `after` on the device when it is set.
   absl::Status Run(std::span<float> data, absl::Duration timeout, const char* what, const Op& op,
                    cudaEvent_t after = nullptr);
+  // A device span through 16-bit codes (wire_kernels.h), summed by NCCL in
+  // that type; FP16 first agrees on its scale (one FP32 all-reduce of the
+  // ranks' largest magnitudes, as the TCP ring does).
+  absl::Status RunOnWire16(std::span<float> data, cudaEvent_t after, bool bf16,
+                           absl::Duration timeout);
   absl::Status EnsureScratch(size_t count);
+  absl::Status EnsureWireScratch(size_t count);
   // Polls until the communicator has no operation in progress.
   absl::Status WaitIdle(absl::Time deadline, const char* what);
   // Polls until `done_` (recorded after the work) completes.
@@ -104,6 +115,11 @@ class NcclCollective final : public Collective {
   float* device_scratch_ = nullptr;
   float* host_scratch_ = nullptr;  // pinned
   size_t scratch_count_ = 0;
+  uint16_t* wire_codes_ = nullptr;  // device, 16-bit codes of one call
+  size_t wire_count_ = 0;
+  float* device_partials_ = nullptr;  // nccl_wire::kPartials each
+  float* host_partials_ = nullptr;    // pinned
+  float bound_[1] = {0.0f};
   absl::Status sticky_;  // the first failure; OK while healthy
 };
 
@@ -136,6 +152,9 @@ NcclCollective::~NcclCollective() {
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   if (device_scratch_ != nullptr) (void)cudaFree(device_scratch_);
   if (host_scratch_ != nullptr) (void)cudaFreeHost(host_scratch_);
+  if (wire_codes_ != nullptr) (void)cudaFree(wire_codes_);
+  if (device_partials_ != nullptr) (void)cudaFree(device_partials_);
+  if (host_partials_ != nullptr) (void)cudaFreeHost(host_partials_);
 }
 
 absl::Status NcclCollective::Init(const ncclUniqueId& id, absl::Duration timeout) {
@@ -224,6 +243,22 @@ absl::Status NcclCollective::EnsureScratch(size_t count) {
   return absl::OkStatus();
 }
 
+absl::Status NcclCollective::EnsureWireScratch(size_t count) {
+  if (device_partials_ == nullptr) {
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMalloc(&device_partials_, nccl_wire::kPartials * sizeof(float)));
+    void* host = nullptr;
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, nccl_wire::kPartials * sizeof(float)));
+    host_partials_ = static_cast<float*>(host);
+  }
+  if (count <= wire_count_) return absl::OkStatus();
+  if (wire_codes_ != nullptr) (void)cudaFree(wire_codes_);
+  wire_codes_ = nullptr;
+  wire_count_ = 0;
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMalloc(&wire_codes_, count * sizeof(uint16_t)));
+  wire_count_ = count;
+  return absl::OkStatus();
+}
+
 absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, const char* what,
                                  const Op& op, cudaEvent_t after) {
   if (!sticky_.ok()) {
@@ -262,24 +297,89 @@ absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, 
 }
 
 absl::Status NcclCollective::AllReduceSum(std::span<float> data, absl::Duration timeout) {
-  return AllReduceSumAfter(data, nullptr, timeout);
+  return AllReduceSumAfter(data, nullptr, WirePrecision::kFp32, timeout);
+}
+
+absl::Status NcclCollective::AllReduceSumOnWire(std::span<float> data, WirePrecision wire,
+                                                absl::Duration timeout) {
+  return AllReduceSumAfter(data, nullptr, wire, timeout);
 }
 
 // The engine's deltas, final once its stream reaches `ready`: the work of
 // this collective's stream (not this thread) waits for them, so the
 // engine's later kernels and this all-reduce run side by side.
 absl::Status NcclCollective::AllReduceSumAfter(std::span<float> data, void* ready,
-                                               absl::Duration timeout) {
-  if (ready != nullptr && !data.empty() && !IsDeviceMemory(data.data())) {
+                                               WirePrecision wire, absl::Duration timeout) {
+  const bool on_device = !data.empty() && IsDeviceMemory(data.data());
+  if (ready != nullptr && !data.empty() && !on_device) {
     return absl::InvalidArgumentError(
         "nccl backend: an all-reduce after a device event needs a span in device memory");
+  }
+  const auto after = static_cast<cudaEvent_t>(ready);
+  if (wire != WirePrecision::kFp32) {
+    if (!on_device && !data.empty()) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "nccl backend: a %s wire takes device memory only", WirePrecisionName(wire)));
+    }
+    return RunOnWire16(data, after, wire == WirePrecision::kBf16, timeout);
   }
   return Run(
       data, timeout, "all-reduce",
       [this](float* buffer, size_t count) {
         return ncclAllReduce(buffer, buffer, count, ncclFloat, ncclSum, comm_, stream_);
       },
-      static_cast<cudaEvent_t>(ready));
+      after);
+}
+
+absl::Status NcclCollective::RunOnWire16(std::span<float> data, cudaEvent_t after, bool bf16,
+                                         absl::Duration timeout) {
+  if (!sticky_.ok()) {
+    return absl::AbortedError(
+        absl::StrCat("nccl backend: unusable after an earlier failure: ", sticky_.message()));
+  }
+  if (abort_requested_.load()) return Fail(absl::AbortedError("nccl backend: aborted"));
+  if (data.empty()) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout;
+  const char* what = bf16 ? "BF16 all-reduce" : "FP16 all-reduce";
+  TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  TAGI_RETURN_IF_ERROR(EnsureWireScratch(data.size()));
+  if (after != nullptr) TAGI_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, after, 0));
+  float scale = 1.0f;
+  if (!bf16) {
+    TAGI_CUDA_RETURN_IF_ERROR(
+        nccl_wire::MaxAbsPartials(data.data(), data.size(), device_partials_, stream_));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_partials_, device_partials_,
+                                              nccl_wire::kPartials * sizeof(float),
+                                              cudaMemcpyDeviceToHost, stream_));
+    TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+    if (auto st = WaitDone(deadline, "the FP16 scale's maxima"); !st.ok()) return Fail(st);
+    float most = 0.0f;
+    for (size_t k = 0; k < nccl_wire::kPartials; ++k) {
+      const float p = host_partials_[k];
+      most = (p > most || std::isnan(p)) ? p : most;
+      if (std::isnan(most)) break;
+    }
+    bound_[0] = most;
+    TAGI_RETURN_IF_ERROR(AllReduceSum(bound_, deadline - absl::Now()));
+    if (!std::isfinite(bound_[0])) {
+      // A NaN or infinity somewhere: FP32 carries it to every rank, where
+      // the engine's check refuses the step.
+      return AllReduceSum(data, deadline - absl::Now());
+    }
+    scale = Fp16Scale(bound_[0]);
+  }
+  TAGI_CUDA_RETURN_IF_ERROR(
+      nccl_wire::Narrow(bf16, data.data(), scale, wire_codes_, data.size(), stream_));
+  const ncclResult_t rc = ncclAllReduce(wire_codes_, wire_codes_, data.size(),
+                                        bf16 ? ncclBfloat16 : ncclFloat16, ncclSum, comm_,
+                                        stream_);
+  if (rc != ncclSuccess && rc != ncclInProgress) return Fail(NcclError(rc, comm_, what));
+  if (auto st = WaitIdle(deadline, what); !st.ok()) return Fail(st);
+  TAGI_CUDA_RETURN_IF_ERROR(
+      nccl_wire::Widen(bf16, wire_codes_, 1.0f / scale, data.data(), data.size(), stream_));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+  if (auto st = WaitDone(deadline, what); !st.ok()) return Fail(st);
+  return absl::OkStatus();
 }
 
 absl::Status NcclCollective::Broadcast(std::span<float> data, int root, absl::Duration timeout) {
