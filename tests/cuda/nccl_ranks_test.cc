@@ -6,8 +6,12 @@
 // them (device events, no host wait). They need two
 // CUDA devices and skip otherwise; in every build they also run on the host
 // emulation of CUDA and NCCL (tests/cuda/emulation, two emulated devices).
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -18,6 +22,7 @@
 #include "common/store.h"
 #include "gtest/gtest.h"
 #include "worker/collective/nccl/nccl_collective.h"
+#include "worker/collective/wire_precision.h"
 #include "worker/engine/cuda/device.h"
 #include "worker/engine/engine_factory.h"
 #include "worker/trainer.h"
@@ -392,6 +397,113 @@ TEST_F(NcclTwoRanks, AnAbortMidBucketFailsTheStepAndAppliesNothing) {
   auto after = (*model)->ParameterFingerprint();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, *before);
+}
+
+// The largest magnitude of `v` (NaN-free).
+float MaxAbs(const std::vector<float>& v) {
+  float most = 0.0f;
+  for (const float x : v) most = std::max(most, std::abs(x));
+  return most;
+}
+
+// What a 16-bit sum of two ranks gives: each rank's values narrowed (FP16
+// times the agreed scale), the sum of the two codes' values rounded to 16
+// bits, widened. The emulated NCCL sums so; real NCCL may round its hops
+// otherwise, so on a GPU the test asks for the ranks' agreement and 16-bit
+// accuracy only.
+std::vector<float> SumThrough16(WirePrecision wire, const std::vector<float>& a,
+                                const std::vector<float>& b) {
+  const size_t n = a.size();
+  const float scale =
+      wire == WirePrecision::kFp16 ? Fp16Scale(MaxAbs(a) + MaxAbs(b)) : 1.0f;
+  std::vector<uint16_t> ca(n), cb(n), sum(n);
+  NarrowTo16(wire, a.data(), scale, ca.data(), n);
+  NarrowTo16(wire, b.data(), scale, cb.data(), n);
+  std::vector<float> acc(n, 0.0f);
+  WidenAddFrom16(wire, ca.data(), 1.0f, acc.data(), n);
+  WidenAddFrom16(wire, cb.data(), 1.0f, acc.data(), n);
+  NarrowTo16(wire, acc.data(), 1.0f, sum.data(), n);
+  std::vector<float> out(n);
+  WidenFrom16(wire, sum.data(), 1.0f / scale, out.data(), n);
+  return out;
+}
+
+// Device memory on the calling thread's GPU.
+struct DeviceFloats {
+  explicit DeviceFloats(size_t n) : n(n) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)), cudaSuccess);
+  }
+  ~DeviceFloats() { (void)cudaFree(p); }
+  void Copy(float* dst, const float* src, cudaMemcpyKind kind) const {
+    EXPECT_EQ(cudaMemcpyAsync(dst, src, n * sizeof(float), kind, nullptr), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  }
+  float* p = nullptr;
+  size_t n;
+};
+
+// BF16 and FP16 sums of device memory: the same bits on both ranks, each
+// value the 16-bit rounding of the sum; a NaN on one rank makes FP16 fall
+// back to FP32 for that call on both (the NaN arrives, the rest is exact).
+TEST_F(NcclTwoRanks, SixteenBitWiresSumDeviceMemoryAlikeOnBothRanks) {
+  auto& ranks = ranks_;
+  constexpr size_t kCount = 3000;
+  std::vector<std::vector<float>> data(2, std::vector<float>(kCount));
+  Rng rng(11);
+  for (auto& v : data) {
+    for (float& x : v) x = static_cast<float>(std::ldexp(rng.Normal(), -static_cast<int>(rng.Below(12))));
+  }
+  for (const WirePrecision wire : {WirePrecision::kBf16, WirePrecision::kFp16}) {
+    for (const bool with_nan : {false, true}) {
+      if (with_nan && wire == WirePrecision::kBf16) continue;
+      std::vector<std::vector<float>> in = data;
+      if (with_nan) in[1][17] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<std::vector<float>> got(2, std::vector<float>(kCount));
+      std::vector<absl::Status> st(2);
+      OnBoth([&](int r) {
+        ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
+        DeviceFloats d(kCount);
+        d.Copy(d.p, in[r].data(), cudaMemcpyHostToDevice);
+        st[r] = ranks[r]->AllReduceSumOnWire({d.p, kCount}, wire, kTimeout);
+        d.Copy(got[r].data(), d.p, cudaMemcpyDeviceToHost);
+      });
+      ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0] << " / " << st[1];
+      ASSERT_EQ(std::memcmp(got[0].data(), got[1].data(), kCount * sizeof(float)), 0)
+          << WirePrecisionName(wire) << ": the replicas differ";
+      if (with_nan) {
+        EXPECT_TRUE(std::isnan(got[0][17]));
+        for (size_t i = 0; i < kCount; ++i) {
+          if (i != 17) ASSERT_EQ(got[0][i], in[0][i] + in[1][i]) << i;
+        }
+        continue;
+      }
+      const std::vector<float> want = SumThrough16(wire, in[0], in[1]);
+      const double tolerance = wire == WirePrecision::kBf16 ? 1.0 / 64 : 1.0 / 512;
+      for (size_t i = 0; i < kCount; ++i) {
+        const float exact = in[0][i] + in[1][i];
+#if defined(TAGI_CUDA_HOST_EMULATION)
+        ASSERT_EQ(got[0][i], want[i]) << WirePrecisionName(wire) << " value " << i;
+#endif
+        ASSERT_NEAR(got[0][i], exact, tolerance * (std::abs(in[0][i]) + std::abs(in[1][i])) + 1e-6)
+            << WirePrecisionName(wire) << " value " << i;
+      }
+    }
+  }
+}
+
+// Bucketed training with FP16 and BF16 on the wire, each bucket's NCCL call
+// after its device event: both replicas keep the same bits.
+TEST_F(NcclTwoRanks, SixteenBitBucketedStepsKeepTheReplicasIdentical) {
+  const data::LoadedData data = SmallData();
+  for (const auto wire : {tagi::v1::JobSpec::FP16, tagi::v1::JobSpec::BF16}) {
+    tagi::v1::JobSpec spec = SmallJob(1);
+    spec.set_wire_precision(wire);
+    const PairRun run = TrainPair(ranks_, spec, data, 4);
+    ASSERT_FALSE(HasFailure()) << tagi::v1::JobSpec::WirePrecision_Name(wire);
+    EXPECT_GT(run.buckets, 4u);
+    EXPECT_EQ(run.fingerprints[0], run.fingerprints[1])
+        << tagi::v1::JobSpec::WirePrecision_Name(wire);
+  }
 }
 
 }  // namespace
