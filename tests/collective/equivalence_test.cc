@@ -35,6 +35,7 @@
 #include "common/job_spec.h"
 #include "common/rng.h"
 #include "gtest/gtest.h"
+#include "tests/collective/random_split.h"
 #include "tests/collective/rank_threads.h"
 #include "worker/collective/failing_collective.h"
 #include "worker/collective/gloo/gloo_collective.h"
@@ -156,18 +157,7 @@ JobSpec Augmented(JobSpec spec) {
 // Random inputs in [-1, 1]; the label is the largest of the first ten
 // features, so there is something to learn.
 data::Dataset RandomSplit(size_t n, uint64_t seed) {
-  data::Dataset d;
-  d.num_samples = n;
-  d.input_dim = kInputs;
-  d.num_classes = static_cast<int>(kClasses);
-  Rng rng(seed);
-  d.inputs.resize(n * kInputs);
-  for (float& x : d.inputs) x = static_cast<float>(2.0 * rng.Uniform() - 1.0);
-  for (size_t i = 0; i < n; ++i) {
-    const float* row = d.inputs.data() + i * kInputs;
-    d.labels.push_back(static_cast<int32_t>(std::max_element(row, row + kClasses) - row));
-  }
-  return d;
+  return testing_data::RandomSplit(n, kInputs, kClasses, seed);
 }
 
 data::LoadedData MakeData() {

@@ -21,6 +21,7 @@
 #include "common/rng.h"
 #include "common/store.h"
 #include "gtest/gtest.h"
+#include "tests/collective/random_split.h"
 #include "worker/collective/nccl/nccl_collective.h"
 #include "worker/collective/wire_precision.h"
 #include "worker/engine/cuda/device.h"
@@ -91,8 +92,8 @@ TEST_F(NcclTwoRanks, SumAndBroadcastHostMemory) {
   EXPECT_TRUE(st[0].ok() && st[1].ok()) << st[0] << " / " << st[1];
 }
 
-TEST_F(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
-  auto& ranks = ranks_;
+// A 3-4-TANH-2 regression network.
+engine::Architecture TinyArchitecture() {
   engine::Architecture arch;
   arch.input = {3, 1, 1};
   arch.layers.resize(3);
@@ -104,6 +105,12 @@ TEST_F(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
   arch.layers[2].in = 4;
   arch.layers[2].out = 2;
   arch.head = {engine::HeadKind::kRegression, 0};
+  return arch;
+}
+
+TEST_F(NcclTwoRanks, SumTheEnginesDeviceDeltaArenasInPlace) {
+  auto& ranks = ranks_;
+  const engine::Architecture arch = TinyArchitecture();
   std::vector<std::unique_ptr<engine::Engine>> gpus;
   std::vector<std::vector<float>> deltas;
   for (int r = 0; r < 2; ++r) {
@@ -175,22 +182,6 @@ TEST_F(NcclTwoRanks, AbortFromAnotherThreadEndsACallWaitingForAPeer) {
   aborter.join();
   EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the abort did not end the wait";
-}
-
-// The engine of SumTheEnginesDeviceDeltaArenasInPlace: 3-4-TANH-2.
-engine::Architecture TinyArchitecture() {
-  engine::Architecture arch;
-  arch.input = {3, 1, 1};
-  arch.layers.resize(3);
-  arch.layers[0].kind = tagi::v1::Layer::LINEAR;
-  arch.layers[0].in = 3;
-  arch.layers[0].out = 4;
-  arch.layers[1].kind = tagi::v1::Layer::TANH;
-  arch.layers[2].kind = tagi::v1::Layer::LINEAR;
-  arch.layers[2].in = 4;
-  arch.layers[2].out = 2;
-  arch.head = {engine::HeadKind::kRegression, 0};
-  return arch;
 }
 
 // The backward hands out each layer's final deltas with an event; each
@@ -296,19 +287,10 @@ tagi::v1::JobSpec SmallJob(uint32_t bucket_kib) {
   return spec;
 }
 
+// Random inputs in [-1, 1]; the label is the largest of the first ten
+// features, so there is something to learn.
 data::Dataset RandomSplit(size_t n, uint64_t seed) {
-  data::Dataset d;
-  d.num_samples = n;
-  d.input_dim = kInputs;
-  d.num_classes = static_cast<int>(kClasses);
-  Rng rng(seed);
-  d.inputs.resize(n * kInputs);
-  for (float& x : d.inputs) x = static_cast<float>(2.0 * rng.Uniform() - 1.0);
-  for (size_t i = 0; i < n; ++i) {
-    const float* row = d.inputs.data() + i * kInputs;
-    d.labels.push_back(static_cast<int32_t>(std::max_element(row, row + kClasses) - row));
-  }
-  return d;
+  return testing_data::RandomSplit(n, kInputs, kClasses, seed);
 }
 
 struct PairRun {

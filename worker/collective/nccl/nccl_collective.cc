@@ -102,6 +102,8 @@ class NcclCollective final : public Collective {
   // Polls until `done_` (recorded after the work) completes.
   absl::Status WaitDone(absl::Time deadline, const char* what);
   absl::StatusOr<bool> CheckComm(const char* what);
+  // Aborted after an earlier failure or an Abort(), else OK.
+  absl::Status Usable();
   // Aborts the communicator and makes `st` the sticky error.
   absl::Status Fail(absl::Status st);
 
@@ -243,6 +245,15 @@ absl::Status NcclCollective::EnsureScratch(size_t count) {
   return absl::OkStatus();
 }
 
+absl::Status NcclCollective::Usable() {
+  if (!sticky_.ok()) {
+    return absl::AbortedError(
+        absl::StrCat("nccl backend: unusable after an earlier failure: ", sticky_.message()));
+  }
+  if (abort_requested_.load()) return Fail(absl::AbortedError("nccl backend: aborted"));
+  return absl::OkStatus();
+}
+
 absl::Status NcclCollective::EnsureWireScratch(size_t count) {
   if (device_partials_ == nullptr) {
     TAGI_CUDA_RETURN_IF_ERROR(cudaMalloc(&device_partials_, nccl_wire::kPartials * sizeof(float)));
@@ -261,11 +272,7 @@ absl::Status NcclCollective::EnsureWireScratch(size_t count) {
 
 absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, const char* what,
                                  const Op& op, cudaEvent_t after) {
-  if (!sticky_.ok()) {
-    return absl::AbortedError(
-        absl::StrCat("nccl backend: unusable after an earlier failure: ", sticky_.message()));
-  }
-  if (abort_requested_.load()) return Fail(absl::AbortedError("nccl backend: aborted"));
+  TAGI_RETURN_IF_ERROR(Usable());
   if (data.empty()) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
   TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
@@ -333,11 +340,7 @@ absl::Status NcclCollective::AllReduceSumAfter(std::span<float> data, void* read
 
 absl::Status NcclCollective::RunOnWire16(std::span<float> data, cudaEvent_t after, bool bf16,
                                          absl::Duration timeout) {
-  if (!sticky_.ok()) {
-    return absl::AbortedError(
-        absl::StrCat("nccl backend: unusable after an earlier failure: ", sticky_.message()));
-  }
-  if (abort_requested_.load()) return Fail(absl::AbortedError("nccl backend: aborted"));
+  TAGI_RETURN_IF_ERROR(Usable());
   if (data.empty()) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
   const char* what = bf16 ? "BF16 all-reduce" : "FP16 all-reduce";
