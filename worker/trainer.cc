@@ -339,13 +339,8 @@ absl::Status Trainer::ReduceAfterBackward(std::span<float> buffer) {
   const absl::Duration timeout = options_.collective_timeout;
   if (wire_ == WirePrecision::kFp32) return c.AllReduceSum(buffer, timeout);
   // A 16-bit wire carries the deltas only (each half with its own FP16
-  // scale); the state and the control word go in FP32. Here the buffer is
-  // the packed host one; a GPU engine's device buffer (NCCL) always goes
-  // by OverlappedReduce, which knows its padded halves.
-  if (c.AcceptsDeviceMemory() && model_.device() != "cpu") {
-    return absl::FailedPreconditionError(
-        "a 16-bit wire over NCCL needs the engine's overlapped reduction");
-  }
+  // scale); the state and the control word go in FP32. The halves are
+  // those of the packed host layout (Reduce asks for it here).
   const size_t n = model_.num_parameters();
   TAGI_RETURN_IF_ERROR(c.AllReduceSumOnWire(buffer.subspan(0, n), wire_, timeout));
   TAGI_RETURN_IF_ERROR(c.AllReduceSumOnWire(buffer.subspan(n, n), wire_, timeout));
@@ -353,9 +348,12 @@ absl::Status Trainer::ReduceAfterBackward(std::span<float> buffer) {
 }
 
 absl::Status Trainer::Reduce(bool stop_vote, bool* stop_agreed) {
-  // The buffer the buckets went from, when they went: the engine's own
-  // choice of memory for this collective (SetUpOverlap).
-  const bool device = options_.collective->AcceptsDeviceMemory();
+  // Device memory where the collective takes it: the buffer the buckets
+  // went from (SetUpOverlap), or the one after the backward; but a 16-bit
+  // wire after the backward splits the halves of the packed host layout
+  // (ReduceAfterBackward), which only the host staging buffer has.
+  const bool device = options_.collective->AcceptsDeviceMemory() &&
+                      (overlap_ != nullptr || wire_ == WirePrecision::kFp32);
   TAGI_ASSIGN_OR_RETURN(const std::span<float> buffer,
                         model_.BeginReduce(device, stop_vote ? 1.0f : 0.0f));
   if (overlap_ != nullptr) {

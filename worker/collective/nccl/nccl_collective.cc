@@ -87,14 +87,19 @@ class NcclCollective final : public Collective {
  private:
   using Op = std::function<ncclResult_t(float* buffer, size_t count)>;
   // Runs one collective over `data` (device or host memory) and waits for
-  // it; the stream first waits for `after` on the device when it is set.
+  // it; the stream first waits for `after` on the device when it is set,
+  // and runs `then` (more work on the stream) once NCCL has queued its own.
   absl::Status Run(std::span<float> data, absl::Duration timeout, const char* what, const Op& op,
-                   cudaEvent_t after = nullptr);
+                   cudaEvent_t after = nullptr,
+                   const std::function<cudaError_t()>& then = nullptr);
   // A device span through 16-bit codes (wire_kernels.h), summed by NCCL in
   // that type; FP16 first agrees on its scale (one FP32 all-reduce of the
   // ranks' largest magnitudes, as the TCP ring does).
   absl::Status RunOnWire16(std::span<float> data, cudaEvent_t after, bool bf16,
                            absl::Duration timeout);
+  // The sum over the ranks of each one's largest |value| of `data` (device
+  // memory, after what the stream has queued); NaN if any is NaN.
+  absl::StatusOr<float> Fp16Bound(std::span<const float> data, absl::Time deadline);
   absl::Status EnsureScratch(size_t count);
   absl::Status EnsureWireScratch(size_t count);
   // Polls until the communicator has no operation in progress.
@@ -271,7 +276,8 @@ absl::Status NcclCollective::EnsureWireScratch(size_t count) {
 }
 
 absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, const char* what,
-                                 const Op& op, cudaEvent_t after) {
+                                 const Op& op, cudaEvent_t after,
+                                 const std::function<cudaError_t()>& then) {
   TAGI_RETURN_IF_ERROR(Usable());
   if (data.empty()) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
@@ -293,6 +299,7 @@ absl::Status NcclCollective::Run(std::span<float> data, absl::Duration timeout, 
   if (rc != ncclSuccess && rc != ncclInProgress) return Fail(NcclError(rc, comm_, what));
   // Non-blocking communicator: the work is on the stream once it is idle.
   if (auto st = WaitIdle(deadline, what); !st.ok()) return Fail(st);
+  if (then) TAGI_CUDA_RETURN_IF_ERROR(then());
   if (!on_device) {
     TAGI_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host_scratch_, device_scratch_, bytes, cudaMemcpyDeviceToHost, stream_));
@@ -338,51 +345,54 @@ absl::Status NcclCollective::AllReduceSumAfter(std::span<float> data, void* read
       after);
 }
 
+absl::StatusOr<float> NcclCollective::Fp16Bound(std::span<const float> data,
+                                                absl::Time deadline) {
+  TAGI_CUDA_RETURN_IF_ERROR(
+      nccl_wire::MaxAbsPartials(data.data(), data.size(), device_partials_, stream_));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_partials_, device_partials_,
+                                            nccl_wire::kPartials * sizeof(float),
+                                            cudaMemcpyDeviceToHost, stream_));
+  TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+  if (auto st = WaitDone(deadline, "the FP16 scale's maxima"); !st.ok()) return Fail(st);
+  float most = 0.0f;
+  for (size_t k = 0; k < nccl_wire::kPartials && !std::isnan(most); ++k) {
+    const float p = host_partials_[k];
+    most = (p > most || std::isnan(p)) ? p : most;
+  }
+  bound_[0] = most;
+  TAGI_RETURN_IF_ERROR(AllReduceSum(bound_, deadline - absl::Now()));
+  return bound_[0];
+}
+
 absl::Status NcclCollective::RunOnWire16(std::span<float> data, cudaEvent_t after, bool bf16,
                                          absl::Duration timeout) {
   TAGI_RETURN_IF_ERROR(Usable());
   if (data.empty()) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
-  const char* what = bf16 ? "BF16 all-reduce" : "FP16 all-reduce";
   TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   TAGI_RETURN_IF_ERROR(EnsureWireScratch(data.size()));
   if (after != nullptr) TAGI_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, after, 0));
   float scale = 1.0f;
   if (!bf16) {
-    TAGI_CUDA_RETURN_IF_ERROR(
-        nccl_wire::MaxAbsPartials(data.data(), data.size(), device_partials_, stream_));
-    TAGI_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_partials_, device_partials_,
-                                              nccl_wire::kPartials * sizeof(float),
-                                              cudaMemcpyDeviceToHost, stream_));
-    TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
-    if (auto st = WaitDone(deadline, "the FP16 scale's maxima"); !st.ok()) return Fail(st);
-    float most = 0.0f;
-    for (size_t k = 0; k < nccl_wire::kPartials; ++k) {
-      const float p = host_partials_[k];
-      most = (p > most || std::isnan(p)) ? p : most;
-      if (std::isnan(most)) break;
-    }
-    bound_[0] = most;
-    TAGI_RETURN_IF_ERROR(AllReduceSum(bound_, deadline - absl::Now()));
-    if (!std::isfinite(bound_[0])) {
-      // A NaN or infinity somewhere: FP32 carries it to every rank, where
-      // the engine's check refuses the step.
-      return AllReduceSum(data, deadline - absl::Now());
-    }
-    scale = Fp16Scale(bound_[0]);
+    TAGI_ASSIGN_OR_RETURN(const float bound, Fp16Bound(data, deadline));
+    // A NaN or infinity somewhere: FP32 carries it to every rank, where the
+    // engine's check refuses the step.
+    if (!std::isfinite(bound)) return AllReduceSum(data, deadline - absl::Now());
+    scale = Fp16Scale(bound);
   }
-  TAGI_CUDA_RETURN_IF_ERROR(
-      nccl_wire::Narrow(bf16, data.data(), scale, wire_codes_, data.size(), stream_));
-  const ncclResult_t rc = ncclAllReduce(wire_codes_, wire_codes_, data.size(),
-                                        bf16 ? ncclBfloat16 : ncclFloat16, ncclSum, comm_,
-                                        stream_);
-  if (rc != ncclSuccess && rc != ncclInProgress) return Fail(NcclError(rc, comm_, what));
-  if (auto st = WaitIdle(deadline, what); !st.ok()) return Fail(st);
-  TAGI_CUDA_RETURN_IF_ERROR(
-      nccl_wire::Widen(bf16, wire_codes_, 1.0f / scale, data.data(), data.size(), stream_));
-  TAGI_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
-  if (auto st = WaitDone(deadline, what); !st.ok()) return Fail(st);
-  return absl::OkStatus();
+  // Narrowed into the codes, summed there in 16 bits, widened back.
+  const size_t n = data.size();
+  return Run(
+      data, deadline - absl::Now(), bf16 ? "BF16 all-reduce" : "FP16 all-reduce",
+      [&](float* buffer, size_t count) {
+        if (nccl_wire::Narrow(bf16, buffer, scale, wire_codes_, count, stream_) != cudaSuccess) {
+          return ncclUnhandledCudaError;
+        }
+        return ncclAllReduce(wire_codes_, wire_codes_, count, bf16 ? ncclBfloat16 : ncclFloat16,
+                             ncclSum, comm_, stream_);
+      },
+      nullptr, [&] { return nccl_wire::Widen(bf16, wire_codes_, 1.0f / scale, data.data(), n,
+                                             stream_); });
 }
 
 absl::Status NcclCollective::Broadcast(std::span<float> data, int root, absl::Duration timeout) {
