@@ -67,6 +67,15 @@ class KindRules {
   // the norms the means, for gamma's), so the variances of every boundary
   // but the input and the output live only in the forward.
   virtual bool backward_reads_input_variance() const { return false; }
+  // Whether it is an elementwise activation: each output unit's moments and
+  // jcb from its input unit alone (RELU, LEAKY_RELU, SIGMOID, TANH,
+  // SOFTPLUS, MIXTURE_RELU; not the heads' output activations).
+  virtual bool elementwise_activation() const { return false; }
+  // Whether an engine may run an elementwise activation that only it reads
+  // inside its own passes (the norms: the activation's moments in the
+  // statistics pass, its jcb on the input innovations; PlanOptions::
+  // fuse_activations).
+  virtual bool absorbs_activation() const { return false; }
   // Its token in a network's one-line description ("-256", "-CONV(32,k3,s1)",
   // "-RELU"): by default "-" and the kind's name.
   virtual std::string Describe(const LayerSpec& spec) const;

@@ -18,8 +18,8 @@ using tagi::v1::Layer;
 // The first step in forward order during whose backward the boundary's
 // innovations are live: its producer's, or 0 for the output's (read back
 // after the backward: the engines' ReadOutputInnovations).
-int FirstLive(const BoundaryPlan& bp, int num_steps) {
-  return bp.last_consumer >= num_steps ? 0 : bp.producer;
+int FirstLive(const BoundaryPlan& bp, int last_consumer, int num_steps) {
+  return last_consumer >= num_steps ? 0 : bp.producer;
 }
 
 // A first-fit allocator of offsets in a region that grows at its end.
@@ -68,6 +68,22 @@ class Planner {
  public:
   Planner(Plan& plan, size_t align) : plan_(plan), align_(align) {}
 
+  // PlanOptions::fuse_activations: an elementwise activation whose output
+  // only the next step reads, when that step absorbs activations.
+  void MarkAbsorbed() {
+    for (size_t k = 0; k + 1 < plan_.steps.size(); ++k) {
+      Step& act = plan_.steps[k];
+      const Step& next = plan_.steps[k + 1];
+      if (act.op != Step::Op::kLayer || next.op != Step::Op::kLayer || next.in != act.out) {
+        continue;
+      }
+      const size_t out = static_cast<size_t>(act.out);
+      act.absorbed = RulesOf(LayerOf(act).spec.kind)->elementwise_activation() &&
+                     RulesOf(LayerOf(next).spec.kind)->absorbs_activation() &&
+                     consumers_[out].size() == 1;
+    }
+  }
+
   // Plans `layers` reading boundary `in`; returns their output boundary.
   int Sequence(const std::vector<LayerSpec>& layers, int in, const std::string& path) {
     int cur = in;
@@ -106,6 +122,10 @@ class Planner {
       BoundaryPlan& bp = plan_.boundaries[i];
       const size_t n = b * bp.size;
       bp.last_consumer = consumers_[i].empty() ? num_steps : consumers_[i].back().first;
+      // An absorbed reader runs inside the next step, which reads these
+      // units and writes their innovations.
+      const auto last = static_cast<size_t>(bp.last_consumer);
+      if (last < plan_.steps.size() && plan_.steps[last].absorbed) ++bp.last_consumer;
       const bool forward_only = !bp.is_input && !consumers_[i].empty();
       auto none_reads = [&](bool variance) {
         return std::none_of(
@@ -131,6 +151,9 @@ class Planner {
 
  private:
   size_t Aligned(size_t count) const { return (count + align_ - 1) / align_ * align_; }
+  const PlannedLayer& LayerOf(const Step& step) const {
+    return plan_.layers[static_cast<size_t>(step.layer)];
+  }
 
   // Whether step `step`'s backward reads its input's means (`variance`:
   // its variances).
@@ -288,6 +311,7 @@ absl::StatusOr<Plan> MakePlan(const Architecture& arch, const PlanOptions& optio
   plan.boundaries.push_back(input);
   Planner planner(plan, options.align_floats);
   planner.Sequence(arch.layers, 0, "layers");
+  if (options.fuse_activations) planner.MarkAbsorbed();
   planner.LayOutBatch();
   return plan;
 }
@@ -303,17 +327,39 @@ absl::Status CheckPlanMemory(const Plan& plan) {
   std::vector<Range> ranges;
   const size_t b = plan.max_batch;
   const int num_steps = static_cast<int>(plan.steps.size());
+  // Each boundary's last reader, from the steps themselves (an absorbed
+  // step's reads are its absorber's), and the absorptions' own rule.
+  std::vector<int> last_reader(plan.boundaries.size(), -1);
+  std::vector<int> readers(plan.boundaries.size(), 0);
+  for (int t = 0; t < num_steps; ++t) {
+    const Step& step = plan.steps[static_cast<size_t>(t)];
+    for (const int in : {step.in, step.in2}) {
+      if (in < 0) continue;
+      last_reader[static_cast<size_t>(in)] = step.absorbed ? t + 1 : t;
+      ++readers[static_cast<size_t>(in)];
+    }
+  }
+  for (int t = 0; t < num_steps; ++t) {
+    const Step& step = plan.steps[static_cast<size_t>(t)];
+    if (!step.absorbed) continue;
+    if (t + 1 == num_steps || plan.steps[static_cast<size_t>(t) + 1].in != step.out ||
+        readers[static_cast<size_t>(step.out)] != 1) {
+      return absl::InternalError(absl::StrFormat(
+          "step %d is absorbed, but the next step is not the only reader of its output", t));
+    }
+  }
   auto fixed = [&](size_t at, size_t n, std::string what) {
     if (n > 0) ranges.push_back({at, at + n, 0, -1, std::move(what)});
   };
   for (size_t i = 0; i < plan.boundaries.size(); ++i) {
     const BoundaryPlan& bp = plan.boundaries[i];
     const size_t n = b * bp.size;
+    const int last = last_reader[i] < 0 ? num_steps : last_reader[i];
     for (const auto& [at, part, transient] :
          {std::tuple{bp.units.mu, "mu", bp.units_transient},
           std::tuple{bp.units.var, "var", bp.var_transient}}) {
       if (transient) {
-        ranges.push_back({at, at + n, bp.producer, bp.last_consumer,
+        ranges.push_back({at, at + n, bp.producer, last,
                           absl::StrFormat("boundary %d units.%s (transient)", i, part)});
       } else {
         fixed(at, n, absl::StrFormat("boundary %d units.%s", i, part));
@@ -325,8 +371,8 @@ absl::Status CheckPlanMemory(const Plan& plan) {
     slots.insert(slots.end(), bp.partials.begin(), bp.partials.end());
     for (size_t k = 0; k < slots.size(); ++k) {
       for (const size_t at : {slots[k].mu, slots[k].var}) {
-        ranges.push_back({at, at + n, 2 * num_steps - bp.last_consumer,
-                          2 * num_steps - FirstLive(bp, num_steps),
+        ranges.push_back({at, at + n, 2 * num_steps - last,
+                          2 * num_steps - FirstLive(bp, last, num_steps),
                           absl::StrFormat("boundary %d innovation slot %d", i, k)});
       }
     }

@@ -33,6 +33,14 @@
 // each input into its own slot (Step::in_delta), except for the data
 // boundary, whose innovations nobody needs.
 //
+// Fusion (PlanOptions::fuse_activations): an elementwise activation whose
+// output only the next step reads, and that step a norm, is marked absorbed
+// (Step::absorbed). An engine then runs no pass of its own for it: the
+// norm's statistics pass computes the activation's moments from the
+// activation's input, its backward writes the activation's input
+// innovations (jcb applied on the way). The planner keeps the activation's
+// input units and innovation slots live through the norm's step.
+//
 // Pure function of (architecture, options); the Plan is a plain value.
 #ifndef TAGI_SPEC_PLAN_H_
 #define TAGI_SPEC_PLAN_H_
@@ -74,7 +82,8 @@ struct BoundaryPlan {
   Slot delta;      // not for the input
   std::vector<Slot> partials;
   int producer = -1;  // step index; -1 for the input
-  // The last step reading it in forward order; the number of steps for the
+  // The last step reading it in forward order (the step that absorbs that
+  // reader, when one does: Step::absorbed); the number of steps for the
   // output. Its innovations (delta and partials) are live during the
   // backward of steps producer..last_consumer; the output's from the head's
   // update through the whole backward (engines read them back after it).
@@ -115,6 +124,11 @@ struct Step {
   int out = -1;
   Slot in_delta;   // where backward writes the innovations of `in`
   Slot in2_delta;  // kAdd: of `in2`
+  // An elementwise activation the next step runs inside its own passes
+  // (PlanOptions::fuse_activations): that step reads this step's input
+  // units and writes its in_delta; this step's output has no other reader,
+  // and its innovations are never written.
+  bool absorbed = false;
 };
 
 // The CPU engine's alignment of batch and derived offsets (64 B: a cache
@@ -124,6 +138,11 @@ inline constexpr size_t kCpuAlignFloats = 16;
 struct PlanOptions {
   size_t max_batch = 1;
   size_t align_floats = kCpuAlignFloats;
+  // Mark every elementwise activation whose only reader is the next step,
+  // a kind that absorbs activations (KindRules::absorbs_activation), as
+  // absorbed (Step::absorbed), and extend its input's lives to that step.
+  // The CUDA engine's fused kernels; the CPU engine runs every step.
+  bool fuse_activations = false;
 };
 
 struct Plan {

@@ -10,8 +10,10 @@ PACKAGES=(
   libcpp-httplib-dev libmicrohttpd-dev prometheus-cpp-dev
   prometheus docker-compose curl python3-yaml openssl
   libopenblas-dev zlib1g-dev
-  # oneDNN: the CPU engine's direct convolutions (worker/engine/direct_conv.h)
-  libdnnl-dev
+  # oneDNN: the CPU engine's direct convolutions (worker/engine/direct_conv.h);
+  # its CMake package asks for OpenCL (its GPU runtime), which it only
+  # recommends, and recommendations are not installed here
+  libdnnl-dev ocl-icd-opencl-dev
   # data kinds: NPZ (libzip), image folders (libpng, libjpeg)
   libzip-dev libpng-dev libjpeg62-turbo-dev
   libgtest-dev libgmock-dev

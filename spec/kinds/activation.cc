@@ -22,6 +22,10 @@ class Activation final : public KindRules {
   const char* field() const override { return field_; }
   bool produces_jcb() const override { return true; }
   bool backward_reads_input() const override { return false; }  // only its jcb
+  bool elementwise_activation() const override {
+    return kind_ != Layer::REMAX && kind_ != Layer::CLOSED_FORM_SOFTMAX &&
+           kind_ != Layer::EVEN_EXP;
+  }
   std::string Describe(const LayerSpec& spec) const override {
     if (kind_ != Layer::LEAKY_RELU) return KindRules::Describe(spec);
     return absl::StrCat("-", KindName(spec.kind), "(", spec.slope, ")");

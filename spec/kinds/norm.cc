@@ -40,6 +40,7 @@ class BatchNorm final : public KindRules {
  public:
   const char* field() const override { return "batch_norm"; }
   std::string Describe(const LayerSpec&) const override { return "-BN"; }
+  bool absorbs_activation() const override { return true; }
   // Over a flat input each statistic sees one value per sample.
   uint32_t MinBatch(const LayerSpec&, const Shape& in) const override {
     return in.h * in.w < 2 ? 2 : 1;
@@ -94,6 +95,7 @@ class LayerNorm final : public KindRules {
  public:
   const char* field() const override { return "layer_norm"; }
   std::string Describe(const LayerSpec&) const override { return "-LN"; }
+  bool absorbs_activation() const override { return true; }
 
   void FromProto(const Layer& layer, const std::string&, CheckContext&,
                  LayerSpec& spec) const override {

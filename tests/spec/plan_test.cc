@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -166,6 +167,7 @@ std::vector<LayerSpec> RandomLayers(std::mt19937& rng, uint32_t width, int depth
         break;
       case 1:
         layers.push_back(Act());
+        if (rng() % 2 == 0) layers.push_back(rng() % 2 == 0 ? BN() : LN());
         break;
       case 2:
         layers.push_back(Res(RandomLayers(rng, width, depth + 1)));
@@ -187,8 +189,9 @@ TEST(Plan, RandomNetworksNeverOverlapLiveBuffers) {
     layers.push_back(Lin(width, 2));
     const Architecture a = Regression({width, 1, 1}, layers);
     for (const size_t batch : {1u, 5u}) {
-      for (const size_t align : {1u, 16u}) {
-        auto p = MakePlan(a, {batch, align});
+      for (const auto [align, fuse] : {std::pair{1u, false}, std::pair{16u, false},
+                                       std::pair{1u, true}, std::pair{16u, true}}) {
+        auto p = MakePlan(a, {batch, align, fuse});
         ASSERT_TRUE(p.ok()) << p.status();
         const absl::Status st = CheckPlanMemory(*p);
         ASSERT_TRUE(st.ok()) << st << " in trial " << trial;
@@ -196,6 +199,58 @@ TEST(Plan, RandomNetworksNeverOverlapLiveBuffers) {
       }
     }
   }
+}
+
+// Fusion: an elementwise activation that only the next step, a norm,
+// reads is absorbed; its input then lives through the norm's step.
+TEST(Plan, FusionAbsorbsAnActivationOnlyANormReads) {
+  const Architecture a = Regression(
+      {2, 4, 4}, {Conv(2, 3, 3, 1, 1), Act(tagi::v1::Layer::MIXTURE_RELU), BN(),
+                  Res({Conv(3, 3, 3, 1, 1), Act(), LN()}), Act(), Avg(2, 2), Act(), BN(),
+                  Act(tagi::v1::Layer::SIGMOID)});
+  // Steps: 0 conv, 1 mrelu, 2 BN, 3 conv, 4 relu, 5 LN, 6 add, 7 relu, 8 pool, 9 relu, 10 BN,
+  // 11 sigmoid (the output: nothing reads it).
+  const Plan plain = MustPlan(a, 3, 64);
+  auto fused = MakePlan(a, {3, 64, /*fuse_activations=*/true});
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  std::vector<int> absorbed;
+  for (size_t t = 0; t < fused->steps.size(); ++t) {
+    EXPECT_FALSE(plain.steps[t].absorbed) << t;
+    if (fused->steps[t].absorbed) absorbed.push_back(static_cast<int>(t));
+  }
+  EXPECT_THAT(absorbed, ::testing::ElementsAre(1, 4, 9));  // 7 feeds a pool, 11 nothing
+  for (const int t : absorbed) {
+    const int in = fused->steps[static_cast<size_t>(t)].in;
+    EXPECT_EQ(plain.boundaries[static_cast<size_t>(in)].last_consumer, t);
+    EXPECT_EQ(fused->boundaries[static_cast<size_t>(in)].last_consumer, t + 1);
+  }
+  for (const Plan* p : {&plain, &*fused}) {
+    EXPECT_TRUE(CheckPlanMemory(*p).ok()) << CheckPlanMemory(*p);
+  }
+  // Parameters, state and derived buffers do not depend on fusion.
+  EXPECT_EQ(fused->num_parameters, plain.num_parameters);
+  EXPECT_EQ(fused->num_state, plain.num_state);
+  EXPECT_EQ(fused->derived_floats, plain.derived_floats);
+}
+
+// The checker does not trust the planner's lives: an absorbed activation
+// whose input dies at its own step (the planner's plain lives) is caught
+// once the norm's reads overlap what the next step writes there.
+TEST(Plan, CheckPlanMemoryCatchesAnAbsorptionThePlannerDidNotExtend) {
+  const Architecture a =
+      Regression({2, 4, 4}, {Conv(2, 2, 1), Act(), Avg(1, 1), Act(), BN(), Avg(1, 1)});
+  auto plain = MakePlan(a, {1, 1});
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(CheckPlanMemory(*plain).ok());
+  Plan forged = *plain;
+  forged.steps[3].absorbed = true;  // without the planner's longer lives
+  EXPECT_FALSE(CheckPlanMemory(forged).ok())
+      << "the pool's transient output is reused by the BN's output at step 4";
+  Plan wrong = *plain;
+  wrong.steps[1].absorbed = true;  // the next step is a pool, not a reader of its own
+  wrong.steps[2].in = 0;
+  EXPECT_THAT(std::string(CheckPlanMemory(wrong).message()),
+              ::testing::HasSubstr("step 1 is absorbed"));
 }
 
 TEST(Plan, IdentityBlockForksItsInputWithOnePartialSlot) {

@@ -188,6 +188,14 @@ TAGI_HOST_DEVICE Moments Relu(float mu, float var) {
   return {on * mu, on * var, on};
 }
 
+// One unit as an activation layer's loop computes it: RELU branch-free
+// (Relu; its zeros keep the sign of mu), every other kind by Activate. The
+// CUDA kernels, fused or not, call this, so a fused pass gives the bits of
+// the activation's own.
+TAGI_HOST_DEVICE Moments ActivateUnit(int kind, float slope, float mu, float var) {
+  return kind == kRelu ? Relu(mu, var) : Activate(kind, slope, mu, var);
+}
+
 // Innovation of one observed output with noise variance var_v; zero when
 // the target is masked (NaN), the gain is not finite, or the output is not
 // (an output that overflowed teaches nothing rather than NaN everywhere).

@@ -59,6 +59,7 @@ enum class ReduceMode { kNone, kDevice, kHost };
 
 struct CudaEngineState {
   spec::Plan plan;  // laid out for max_batch; Reserve plans again for more
+  bool fuse_activations = true;
   int device = 0;
   size_t n = 0;      // parameters
   size_t n_pad = 0;  // offset of the var half on the device
@@ -177,6 +178,15 @@ CudaLayerIo StepIo(const CudaEngineState& s, const spec::Step& step, size_t batc
   return engine::StepIo(s.plan, Bases(s), step, batch);
 }
 
+// The activation that step `i` absorbs (the step before it), when it
+// absorbs one.
+std::optional<AbsorbedIo> AbsorbedBy(const CudaEngineState& s, size_t i, size_t batch) {
+  if (i == 0 || !s.plan.steps[i - 1].absorbed) return std::nullopt;
+  const spec::Step& act = s.plan.steps[i - 1];
+  const spec::LayerSpec& spec = s.plan.layers[static_cast<size_t>(act.layer)].spec;
+  return AbsorbedIo{static_cast<int>(spec.kind), spec.slope, StepIo(s, act, batch)};
+}
+
 // Calls fn(params, deltas, count) for every parameter block whose deltas
 // are deferred (DefersVarianceFactor), in plan order.
 template <typename Fn>
@@ -235,7 +245,8 @@ absl::Status AllocateModelArena(CudaEngineState& s) {
 // identity shortcut adds them).
 absl::Status AllocateBatchArena(CudaEngineState& s, size_t max_batch) {
   TAGI_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.s()));  // nothing may use the old ones
-  TAGI_ASSIGN_OR_RETURN(s.plan, spec::MakePlan(s.plan.arch, {max_batch, kAlignFloats}));
+  TAGI_ASSIGN_OR_RETURN(
+      s.plan, spec::MakePlan(s.plan.arch, {max_batch, kAlignFloats, s.fuse_activations}));
   Carver c;
   c.Take(s.plan.batch_floats);
   s.labels_offset = c.Take(max_batch);
@@ -322,13 +333,16 @@ CudaEngine::~CudaEngine() {
 }
 
 absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(const Architecture& arch,
-                                                               size_t max_batch, int device) {
+                                                               size_t max_batch, int device,
+                                                               const CudaEngineOptions& options) {
   const size_t batch = std::max<size_t>(max_batch, 1);
-  TAGI_ASSIGN_OR_RETURN(spec::Plan plan, spec::MakePlan(arch, {batch, kAlignFloats}));
+  TAGI_ASSIGN_OR_RETURN(spec::Plan plan,
+                        spec::MakePlan(arch, {batch, kAlignFloats, options.fuse_activations}));
   TAGI_RETURN_IF_ERROR(CheckDevice(device));
   TAGI_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   auto s = std::make_unique<CudaEngineState>();
   s->plan = std::move(plan);
+  s->fuse_activations = options.fuse_activations;
   s->device = device;
   s->n = s->plan.num_parameters;
   s->n_pad = RoundUp(s->n);
@@ -495,11 +509,18 @@ absl::Status CudaEngine::Upload(const float* x, const int32_t* labels, const flo
 absl::Status CudaEngine::RunForward(size_t batch, Mode mode) {
   CudaEngineState& s = *s_;
   const CudaContext ctx = s.ctx();
-  for (const spec::Step& step : s.plan.steps) {
+  for (size_t i = 0; i < s.plan.steps.size(); ++i) {
+    const spec::Step& step = s.plan.steps[i];
+    if (step.absorbed) continue;  // the next step runs it
     if (step.op == spec::Step::Op::kLayer) {
       CudaLayerIo io = StepIo(s, step, batch);
       if (mode == Mode::kTrain && s.batch_sync) io.sync = &*s.batch_sync;
-      TAGI_RETURN_IF_ERROR(s.layers[static_cast<size_t>(step.layer)]->Forward(ctx, io, mode));
+      CudaLayer& layer = *s.layers[static_cast<size_t>(step.layer)];
+      if (const std::optional<AbsorbedIo> act = AbsorbedBy(s, i, batch)) {
+        TAGI_RETURN_IF_ERROR(layer.ForwardAbsorbing(ctx, io, *act, mode));
+      } else {
+        TAGI_RETURN_IF_ERROR(layer.Forward(ctx, io, mode));
+      }
       continue;
     }
     // A residual merge: the branches are independent, so means and
@@ -584,9 +605,15 @@ absl::Status CudaEngine::RunBackward(size_t batch) {
       TAGI_CUDA_RETURN_IF_ERROR(
           kernels::Accumulate(p.mu, p.var, n, delta_out.mu, delta_out.var, s.s()));
     }
+    if (step.absorbed) continue;  // its absorber wrote its input's innovations
     if (step.op == spec::Step::Op::kLayer) {
-      TAGI_RETURN_IF_ERROR(
-          s.layers[static_cast<size_t>(step.layer)]->Backward(ctx, StepIo(s, step, batch)));
+      CudaLayer& layer = *s.layers[static_cast<size_t>(step.layer)];
+      const CudaLayerIo io = StepIo(s, step, batch);
+      if (const std::optional<AbsorbedIo> act = AbsorbedBy(s, i, batch)) {
+        TAGI_RETURN_IF_ERROR(layer.BackwardAbsorbing(ctx, io, *act));
+      } else {
+        TAGI_RETURN_IF_ERROR(layer.Backward(ctx, io));
+      }
       TAGI_RETURN_IF_ERROR(HandOutFinalDeltas(s, i));
       continue;
     }

@@ -7,7 +7,8 @@
 // block), in reverse backward (the partial innovations of a fork summed
 // first). Every LINEAR product is one cuBLAS SGEMM in plain fp32, every
 // convolution one cuDNN call (cudnn_conv.h), every elementwise stage one
-// fused kernel (kernels.h, image_kernels.h), all queued on the
+// fused kernel (kernels.h, image_kernels.h; an activation that only a norm
+// reads runs inside the norm's kernels, spec/plan.h), all queued on the
 // engine's own stream; nothing inside a step goes through host memory
 // except the batch itself (in) and a copy of the output units (out, for the
 // accuracy probe), both through pinned buffers.
@@ -51,13 +52,21 @@ namespace tagi::engine::cuda {
 
 struct CudaEngineState;  // CUDA handles and buffers, defined in cuda_engine.cc
 
+struct CudaEngineOptions {
+  // Run each elementwise activation that only a norm reads inside that
+  // norm's kernels (spec::PlanOptions::fuse_activations): the same bits,
+  // fewer passes over memory. Off only to compare the two.
+  bool fuse_activations = true;
+};
+
 class CudaEngine final : public Engine {
  public:
   // InvalidArgument for an invalid architecture; FailedPrecondition when
   // the device does not exist or the driver cannot run it (its message is
   // the runtime's); ResourceExhausted when the model does not fit.
-  static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(const Architecture& arch,
-                                                            size_t max_batch, int device);
+  static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(
+      const Architecture& arch, size_t max_batch, int device,
+      const CudaEngineOptions& options = {});
   ~CudaEngine() override;
   CudaEngine(const CudaEngine&) = delete;
   CudaEngine& operator=(const CudaEngine&) = delete;

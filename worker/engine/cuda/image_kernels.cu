@@ -291,6 +291,32 @@ struct MeanVarTerm {
   }
 };
 
+// MeanVarTerm's sums of an absorbed activation's units, computed from its
+// input on the way (each unit is visited once: the parts split the
+// values), their means and jcb written as the activation's kernel would.
+struct ActivatedMeanVarTerm {
+  Groups at;
+  AbsorbedActivation act;
+  __device__ __host__ void operator()(size_t g, size_t j, double* acc) const {
+    const size_t i = at.At(g, j);
+    const elementwise::Moments m =
+        elementwise::ActivateUnit(act.kind, act.slope, act.mu_z[i], act.var_z[i]);
+    act.mu_a[i] = m.mu;
+    act.jcb[i] = m.jcb;
+    acc[0] += m.mu;
+    acc[1] += m.var;
+  }
+};
+
+// The sums of the means and the variances per group, of the units or of an
+// absorbed activation's.
+cudaError_t MeanVarSums(const Groups& at, size_t groups, size_t count, const float* mu_a,
+                        const float* var_a, const AbsorbedActivation& act, double* work,
+                        cudaStream_t stream) {
+  if (act.on()) return GroupSums(ActivatedMeanVarTerm{at, act}, groups, count, 2, work, stream);
+  return GroupSums(MeanVarTerm{at, mu_a, var_a}, groups, count, 2, work, stream);
+}
+
 // The spread about each group's double mean (work's means), as
 // Statistics in norm.cc computes it.
 struct SpreadTerm {
@@ -336,8 +362,8 @@ __global__ void VarianceKernel(const double* work, size_t groups, size_t count, 
 // Statistics over groups: the CPU's two passes (norm.cc's Statistics).
 cudaError_t Statistics(const Groups& at, size_t groups, size_t count, const float* mu_a,
                        const float* var_a, float* mean, float* var, size_t stride, double* work,
-                       cudaStream_t stream) {
-  cudaError_t err = GroupSums(MeanVarTerm{at, mu_a, var_a}, groups, count, 2, work, stream);
+                       cudaStream_t stream, const AbsorbedActivation& act) {
+  cudaError_t err = MeanVarSums(at, groups, count, mu_a, var_a, act, work, stream);
   if (err == cudaSuccess) err = Launch(&MeanKernel, groups, stream, work, groups, count, mean, stride);
   // The spread goes to totals[g][0]; the summed variances stay in [g][1].
   if (err == cudaSuccess) {
@@ -388,7 +414,7 @@ __global__ void ClearKernel(float* flag) {
 __global__ void NormForwardKernel(ChannelLayout l, bool per_sample, const float* stats, float eps,
                                   const float* mu_a, const float* var_a, const float* mu_g,
                                   const float* var_g, const float* mu_b, const float* var_b,
-                                  float* mu_z, float* var_z) {
+                                  float* mu_z, float* var_z, AbsorbedActivation act) {
   const size_t sample = l.channels * l.positions;
   TAGI_GRID_STRIDE(i, l.batch * sample) {
     const size_t c = (i / l.positions) % l.channels;
@@ -397,7 +423,10 @@ __global__ void NormForwardKernel(ChannelLayout l, bool per_sample, const float*
     const float var = per_sample ? stats[2 * b + 1] : stats[l.channels + c];
     const float r = 1.0f / sqrtf(var + eps);
     const float second = mu_g[c] * mu_g[c] + var_g[c];
-    elementwise::Normalise(mu_a[i], var_a[i], mean, r, mu_g[c], second, var_g[c],
+    const elementwise::Moments a =
+        act.on() ? elementwise::ActivateUnit(act.kind, act.slope, act.mu_z[i], act.var_z[i])
+                 : elementwise::Moments{mu_a[i], var_a[i], 1.0f};
+    elementwise::Normalise(a.mu, a.var, mean, r, mu_g[c], second, var_g[c],
                            mu_b != nullptr ? mu_b[c] : 0.0f, mu_b != nullptr ? var_b[c] : 0.0f,
                            &mu_z[i], &var_z[i]);
   }
@@ -442,15 +471,24 @@ __global__ void NormDeltasKernel(const double* work, size_t channels, const floa
 
 __global__ void NormInputDeltasKernel(ChannelLayout l, bool per_sample, const float* stats,
                                       float eps, const float* mu_g, const float* dmu,
-                                      const float* dvar, float* dmu_in, float* dvar_in) {
+                                      const float* dvar, float* dmu_in, float* dvar_in,
+                                      const float* jcb) {
   const size_t sample = l.channels * l.positions;
   TAGI_GRID_STRIDE(i, l.batch * sample) {
     const size_t c = (i / l.positions) % l.channels;
     const size_t b = i / sample;
     const float var = per_sample ? stats[2 * b + 1] : stats[l.channels + c];
     const float k = 1.0f / sqrtf(var + eps) * mu_g[c];
-    dmu_in[i] = k * dmu[i];
-    dvar_in[i] = k * k * dvar[i];
+    const float dm = k * dmu[i];
+    const float dv = k * k * dvar[i];
+    if (jcb == nullptr) {
+      dmu_in[i] = dm;
+      dvar_in[i] = dv;
+    } else {
+      // An absorbed activation's backward (kernels.cu's), on the way.
+      dmu_in[i] = jcb[i] * dm;
+      dvar_in[i] = jcb[i] * jcb[i] * dv;
+    }
   }
 }
 
@@ -543,15 +581,16 @@ cudaError_t ChannelBiasDeltas(const ChannelLayout& l, const float* delta_mu,
 }
 
 cudaError_t BatchStatistics(const ChannelLayout& l, const float* mu_a, const float* var_a,
-                            float* mean, float* var, double* work, cudaStream_t stream) {
+                            float* mean, float* var, double* work, cudaStream_t stream,
+                            const AbsorbedActivation& act) {
   return Statistics(ChannelGroups(l), l.channels, l.batch * l.positions, mu_a, var_a, mean, var,
-                    1, work, stream);
+                    1, work, stream, act);
 }
 
 cudaError_t SyncedSums(const ChannelLayout& l, const float* mu_a, const float* var_a, float* sums,
-                       double* work, cudaStream_t stream) {
-  cudaError_t err = GroupSums(MeanVarTerm{ChannelGroups(l), mu_a, var_a}, l.channels,
-                              l.batch * l.positions, 2, work, stream);
+                       double* work, cudaStream_t stream, const AbsorbedActivation& act) {
+  cudaError_t err = MeanVarSums(ChannelGroups(l), l.channels, l.batch * l.positions, mu_a, var_a,
+                                act, work, stream);
   if (err != cudaSuccess) return err;
   return Launch(&SumsOutKernel, l.channels, stream, work, l.channels, sums, sums + l.channels);
 }
@@ -586,26 +625,28 @@ cudaError_t UpdateRunning(size_t channels, const float* batch_mean, const float*
 cudaError_t BatchNormForward(const ChannelLayout& l, const float* mu_a, const float* var_a,
                              const float* mean, const float* var, float eps, const float* mu_g,
                              const float* var_g, const float* mu_b, const float* var_b,
-                             float* mu_z, float* var_z, cudaStream_t stream) {
+                             float* mu_z, float* var_z, cudaStream_t stream,
+                             const AbsorbedActivation& act) {
   // The kernel reads per-channel statistics at stats[c] and
   // stats[channels + c]: mean and var must be one buffer, var after mean.
   if (var != mean + l.channels) return cudaErrorInvalidValue;
   return Launch(&NormForwardKernel, l.batch * l.channels * l.positions, stream, l, false, mean,
-                eps, mu_a, var_a, mu_g, var_g, mu_b, var_b, mu_z, var_z);
+                eps, mu_a, var_a, mu_g, var_g, mu_b, var_b, mu_z, var_z, act);
 }
 
 cudaError_t SampleStatistics(const ChannelLayout& l, const float* mu_a, const float* var_a,
-                             float* stats, double* work, cudaStream_t stream) {
+                             float* stats, double* work, cudaStream_t stream,
+                             const AbsorbedActivation& act) {
   return Statistics(SampleGroups(l), l.batch, l.channels * l.positions, mu_a, var_a, stats,
-                    stats + 1, 2, work, stream);
+                    stats + 1, 2, work, stream, act);
 }
 
 cudaError_t LayerNormForward(const ChannelLayout& l, const float* mu_a, const float* var_a,
                              const float* stats, float eps, const float* mu_g, const float* var_g,
                              const float* mu_b, const float* var_b, float* mu_z, float* var_z,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, const AbsorbedActivation& act) {
   return Launch(&NormForwardKernel, l.batch * l.channels * l.positions, stream, l, true, stats,
-                eps, mu_a, var_a, mu_g, var_g, mu_b, var_b, mu_z, var_z);
+                eps, mu_a, var_a, mu_g, var_g, mu_b, var_b, mu_z, var_z, act);
 }
 
 cudaError_t NormBackward(const ChannelLayout& l, bool per_sample, const float* stats, float eps,
@@ -613,7 +654,7 @@ cudaError_t NormBackward(const ChannelLayout& l, bool per_sample, const float* s
                          const float* mu_g, const float* var_g, const float* var_b,
                          float* delta_mu_g, float* delta_var_g, float* delta_mu_b,
                          float* delta_var_b, float* delta_mu_in, float* delta_var_in,
-                         double* work, cudaStream_t stream) {
+                         double* work, cudaStream_t stream, const AbsorbedActivation& act) {
   const NormDeltaTerm term{ChannelGroups(l), per_sample, stats, eps, mu_a, delta_mu, delta_var,
                            var_g};
   cudaError_t err = GroupSums(term, l.channels, l.batch * l.positions, 4, work, stream);
@@ -623,7 +664,8 @@ cudaError_t NormBackward(const ChannelLayout& l, bool per_sample, const float* s
   }
   if (err != cudaSuccess || delta_mu_in == nullptr) return err;
   return Launch(&NormInputDeltasKernel, l.batch * l.channels * l.positions, stream, l, per_sample,
-                stats, eps, mu_g, delta_mu, delta_var, delta_mu_in, delta_var_in);
+                stats, eps, mu_g, delta_mu, delta_var, delta_mu_in, delta_var_in,
+                static_cast<const float*>(act.on() ? act.jcb : nullptr));
 }
 
 cudaError_t ScaleInto(const float* in, size_t n, float scale, float* out, cudaStream_t stream) {

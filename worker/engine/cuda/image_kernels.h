@@ -62,6 +62,24 @@ struct ChannelLayout {
   size_t positions = 0;
 };
 
+// An elementwise activation that a norm runs inside its own passes
+// (spec::Step::absorbed; kind < 0: none). Its units are computed from its
+// input (mu_z, var_z) by elementwise::ActivateUnit, as its own kernel
+// would: the statistics pass writes their means to `mu_a` (the norm's
+// input, which its backward reads) and the jcb to `jcb`; the norm's forward
+// computes them again instead of reading the norm's input, whose variances
+// are then never written; the backward applies the jcb (jcb^2) to the input
+// innovations, which then go to the activation's input.
+struct AbsorbedActivation {
+  int kind = -1;  // elementwise::ActivationKind
+  float slope = 0.0f;
+  const float* mu_z = nullptr;
+  const float* var_z = nullptr;
+  float* mu_a = nullptr;
+  float* jcb = nullptr;
+  bool on() const { return kind >= 0; }
+};
+
 // Doubles of working memory the sums below need for `groups` groups of
 // `count` values (the partials of one pass; they hold up to 4 sums each).
 size_t SumWorkspaceDoubles(size_t groups, size_t count);
@@ -79,7 +97,8 @@ cudaError_t ChannelBiasDeltas(const ChannelLayout& l, const float* delta_mu,
 // and (spread of the means + sum of the variances) / (count - 1) into
 // mean[c], var[c].
 cudaError_t BatchStatistics(const ChannelLayout& l, const float* mu_a, const float* var_a,
-                            float* mean, float* var, double* work, cudaStream_t stream);
+                            float* mean, float* var, double* work, cudaStream_t stream,
+                            const AbsorbedActivation& act = {});
 // The synchronised statistics (norm.cc's SyncedStatistics) in three
 // stages around the two cross-replica sums the caller makes:
 //  1. sums[0..C) = sum of the means, sums[C..2C) = sum of the variances;
@@ -88,7 +107,7 @@ cudaError_t BatchStatistics(const ChannelLayout& l, const float* mu_a, const flo
 //     spread about it;
 //  3. (after summing sums[C..2C)) sums[C + c] = the variance.
 cudaError_t SyncedSums(const ChannelLayout& l, const float* mu_a, const float* var_a, float* sums,
-                       double* work, cudaStream_t stream);
+                       double* work, cudaStream_t stream, const AbsorbedActivation& act = {});
 cudaError_t SyncedSpread(const ChannelLayout& l, const float* mu_a, double total, float* sums,
                          float* var_sum, double* work, cudaStream_t stream);
 cudaError_t SyncedVariance(size_t channels, double total, const float* var_sum, float* sums,
@@ -102,28 +121,31 @@ cudaError_t UpdateRunning(size_t channels, const float* batch_mean, const float*
 cudaError_t BatchNormForward(const ChannelLayout& l, const float* mu_a, const float* var_a,
                              const float* mean, const float* var, float eps, const float* mu_g,
                              const float* var_g, const float* mu_b, const float* var_b,
-                             float* mu_z, float* var_z, cudaStream_t stream);
+                             float* mu_z, float* var_z, cudaStream_t stream,
+                             const AbsorbedActivation& act = {});
 
 // LayerNorm's statistics per sample: stats[2b] = mean, stats[2b + 1] =
 // variance of sample b's channels * positions values.
 cudaError_t SampleStatistics(const ChannelLayout& l, const float* mu_a, const float* var_a,
-                             float* stats, double* work, cudaStream_t stream);
+                             float* stats, double* work, cudaStream_t stream,
+                             const AbsorbedActivation& act = {});
 cudaError_t LayerNormForward(const ChannelLayout& l, const float* mu_a, const float* var_a,
                              const float* stats, float eps, const float* mu_g, const float* var_g,
                              const float* mu_b, const float* var_b, float* mu_z, float* var_z,
-                             cudaStream_t stream);
+                             cudaStream_t stream, const AbsorbedActivation& act = {});
 
 // Backward of either norm. `per_sample`: the statistics are LayerNorm's
 // stats[2b], stats[2b + 1]; else BatchNorm's mean[c], var[c] at `stats`
 // and stats + channels. Fills gamma's deltas (and beta's, with var_b's
 // factor, when delta_mu_b is not null) and, when delta_mu_in is not null,
-// the innovations of the input.
+// the innovations of the input (with an absorbed activation: of the
+// activation's input, jcb applied; only act.jcb is read).
 cudaError_t NormBackward(const ChannelLayout& l, bool per_sample, const float* stats, float eps,
                          const float* mu_a, const float* delta_mu, const float* delta_var,
                          const float* mu_g, const float* var_g, const float* var_b,
                          float* delta_mu_g, float* delta_var_g, float* delta_mu_b,
                          float* delta_var_b, float* delta_mu_in, float* delta_var_in,
-                         double* work, cudaStream_t stream);
+                         double* work, cudaStream_t stream, const AbsorbedActivation& act = {});
 
 // out[i] = in[i] * scale (the replicas' average of the reduced state).
 cudaError_t ScaleInto(const float* in, size_t n, float scale, float* out, cudaStream_t stream);

@@ -27,16 +27,25 @@ size_t DoubleBytes(size_t n) { return AlignUp(n * sizeof(double)); }
 
 double* Doubles(const CudaLayerIo& io) { return reinterpret_cast<double*>(io.workspace); }
 
+// The kernels' view of the activation a norm absorbs (none when null):
+// its units are the norm's input.
+kernels::AbsorbedActivation Absorbed(const CudaLayerIo& io, const AbsorbedIo* act) {
+  if (act == nullptr) return {};
+  return {act->kind, act->slope, act->io.in.mu, act->io.in.var, io.in.mu, act->io.out_jcb};
+}
+
 // Backward of either norm (image_kernels.h): statistics per channel at
-// `stats` (BatchNorm's batch statistics) or per sample (LayerNorm's).
+// `stats` (BatchNorm's batch statistics) or per sample (LayerNorm's). With
+// an absorbed activation the input innovations are its input's.
 absl::Status NormBackward(const CudaContext& ctx, const CudaLayerIo& io,
                           const kernels::ChannelLayout& l, bool per_sample, const float* stats,
-                          float eps, bool bias) {
+                          float eps, bool bias, const AbsorbedIo* act) {
+  const GaussianView delta_in = act != nullptr ? act->io.delta_in : io.delta_in;
   TAGI_CUDA_RETURN_IF_ERROR(kernels::NormBackward(
       l, per_sample, stats, eps, io.in.mu, io.delta_out.mu, io.delta_out.var, io.params[0].mu,
       io.params[0].var, bias ? io.params[1].var : nullptr, io.deltas[0].mu, io.deltas[0].var,
-      bias ? io.deltas[1].mu : nullptr, bias ? io.deltas[1].var : nullptr, io.delta_in.mu,
-      io.delta_in.var, Doubles(io), ctx.stream));
+      bias ? io.deltas[1].mu : nullptr, bias ? io.deltas[1].var : nullptr, delta_in.mu,
+      delta_in.var, Doubles(io), ctx.stream, Absorbed(io, act)));
   return absl::OkStatus();
 }
 
@@ -107,16 +116,39 @@ class CudaBatchNorm final : public CudaLayer {
   }
 
   absl::Status Forward(const CudaContext& ctx, const CudaLayerIo& io, Mode mode) override {
+    return Run(ctx, io, nullptr, mode);
+  }
+  absl::Status ForwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
+                                const AbsorbedIo& act, Mode mode) override {
+    return Run(ctx, io, &act, mode);
+  }
+
+  absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
+    return NormBackward(ctx, io, {io.batch, channels_, positions_}, false, io.derived, eps_, bias_,
+                        nullptr);
+  }
+  absl::Status BackwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
+                                 const AbsorbedIo& act) override {
+    return NormBackward(ctx, io, {io.batch, channels_, positions_}, false, io.derived, eps_, bias_,
+                        &act);
+  }
+
+ private:
+  // In evaluation the running statistics are used and an absorbed
+  // activation's units are computed once, in the normalisation.
+  absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io, const AbsorbedIo* absorbed,
+                   Mode mode) const {
     const kernels::ChannelLayout l{io.batch, channels_, positions_};
+    const kernels::AbsorbedActivation act = Absorbed(io, absorbed);
     float* running = io.state;  // mean [C], variance [C], first-batch flag
     float* batch_stats = io.derived;
     if (mode == Mode::kTrain) {
       if (io.sync == nullptr) {
         TAGI_CUDA_RETURN_IF_ERROR(kernels::BatchStatistics(l, io.in.mu, io.in.var, batch_stats,
                                                            batch_stats + channels_, Doubles(io),
-                                                           ctx.stream));
+                                                           ctx.stream, act));
       } else {
-        TAGI_RETURN_IF_ERROR(SyncedStatistics(ctx, io, l));
+        TAGI_RETURN_IF_ERROR(SyncedStatistics(ctx, io, l, act));
       }
       TAGI_CUDA_RETURN_IF_ERROR(kernels::UpdateRunning(
           channels_, batch_stats, batch_stats + channels_, momentum_, running, running + channels_,
@@ -126,24 +158,20 @@ class CudaBatchNorm final : public CudaLayer {
     TAGI_CUDA_RETURN_IF_ERROR(kernels::BatchNormForward(
         l, io.in.mu, io.in.var, stats, stats + channels_, eps_, io.params[0].mu, io.params[0].var,
         bias_ ? io.params[1].mu : nullptr, bias_ ? io.params[1].var : nullptr, io.out.mu,
-        io.out.var, ctx.stream));
+        io.out.var, ctx.stream, act));
     return absl::OkStatus();
   }
 
-  absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    return NormBackward(ctx, io, {io.batch, channels_, positions_}, false, io.derived, eps_, bias_);
-  }
-
- private:
   // norm.cc's SyncedStatistics: two sums across the replicas (the engine's
   // BatchSync sums device memory in place).
   absl::Status SyncedStatistics(const CudaContext& ctx, const CudaLayerIo& io,
-                                const kernels::ChannelLayout& l) const {
+                                const kernels::ChannelLayout& l,
+                                const kernels::AbsorbedActivation& act) const {
     float* sums = io.derived;
     float* var_sum = io.derived + 2 * channels_;
     const double total = static_cast<double>(io.sync->world * io.batch * positions_);
     TAGI_CUDA_RETURN_IF_ERROR(
-        kernels::SyncedSums(l, io.in.mu, io.in.var, sums, Doubles(io), ctx.stream));
+        kernels::SyncedSums(l, io.in.mu, io.in.var, sums, Doubles(io), ctx.stream, act));
     io.sync->sum({sums, 2 * channels_});
     TAGI_CUDA_RETURN_IF_ERROR(
         kernels::SyncedSpread(l, io.in.mu, total, sums, var_sum, Doubles(io), ctx.stream));
@@ -175,21 +203,37 @@ class CudaLayerNorm final : public CudaLayer {
   }
 
   absl::Status Forward(const CudaContext& ctx, const CudaLayerIo& io, Mode) override {
-    const kernels::ChannelLayout l{io.batch, channels_, positions_};
-    TAGI_CUDA_RETURN_IF_ERROR(
-        kernels::SampleStatistics(l, io.in.mu, io.in.var, io.scratch, Doubles(io), ctx.stream));
-    TAGI_CUDA_RETURN_IF_ERROR(kernels::LayerNormForward(
-        l, io.in.mu, io.in.var, io.scratch, eps_, io.params[0].mu, io.params[0].var,
-        bias_ ? io.params[1].mu : nullptr, bias_ ? io.params[1].var : nullptr, io.out.mu,
-        io.out.var, ctx.stream));
-    return absl::OkStatus();
+    return Run(ctx, io, nullptr);
+  }
+  absl::Status ForwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
+                                const AbsorbedIo& act, Mode) override {
+    return Run(ctx, io, &act);
   }
 
   absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    return NormBackward(ctx, io, {io.batch, channels_, positions_}, true, io.scratch, eps_, bias_);
+    return NormBackward(ctx, io, {io.batch, channels_, positions_}, true, io.scratch, eps_, bias_,
+                        nullptr);
+  }
+  absl::Status BackwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
+                                 const AbsorbedIo& act) override {
+    return NormBackward(ctx, io, {io.batch, channels_, positions_}, true, io.scratch, eps_, bias_,
+                        &act);
   }
 
  private:
+  absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io,
+                   const AbsorbedIo* absorbed) const {
+    const kernels::ChannelLayout l{io.batch, channels_, positions_};
+    const kernels::AbsorbedActivation act = Absorbed(io, absorbed);
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::SampleStatistics(l, io.in.mu, io.in.var, io.scratch,
+                                                        Doubles(io), ctx.stream, act));
+    TAGI_CUDA_RETURN_IF_ERROR(kernels::LayerNormForward(
+        l, io.in.mu, io.in.var, io.scratch, eps_, io.params[0].mu, io.params[0].var,
+        bias_ ? io.params[1].mu : nullptr, bias_ ? io.params[1].var : nullptr, io.out.mu,
+        io.out.var, ctx.stream, act));
+    return absl::OkStatus();
+  }
+
   size_t channels_;
   size_t positions_;
   float eps_;

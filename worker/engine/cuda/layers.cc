@@ -170,6 +170,16 @@ absl::Status WeightsAndBiasesStep(const CudaContext& ctx, const CudaLayerIo& io,
   return absl::OkStatus();
 }
 
+absl::Status CudaLayer::ForwardAbsorbing(const CudaContext&, const CudaLayerIo&, const AbsorbedIo&,
+                                         Mode) {
+  return absl::InternalError("this CUDA layer kind does not absorb activations");
+}
+
+absl::Status CudaLayer::BackwardAbsorbing(const CudaContext&, const CudaLayerIo&,
+                                          const AbsorbedIo&) {
+  return absl::InternalError("this CUDA layer kind does not absorb activations");
+}
+
 absl::Status CudaLayer::ApplyStep(const CudaContext& ctx, const CudaLayerIo& io, float inv_cap,
                                   float variance_floor, const PendingFactors& pending) {
   for (size_t k = 0; k < io.num_blocks; ++k) {

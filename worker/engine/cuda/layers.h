@@ -59,6 +59,16 @@ struct PendingFactors {
   float scale = 1.0f;     // every delta lacks this factor (a reduction's average)
 };
 
+// An elementwise activation that a layer runs inside its own passes
+// (spec::Step::absorbed): its kind (elementwise::ActivationKind), its
+// slope and its own io (its input units, its jcb, where the innovations of
+// its input go; its output is the absorbing layer's input).
+struct AbsorbedIo {
+  int kind = -1;
+  float slope = 0.0f;
+  CudaLayerIo io;
+};
+
 class CudaLayer {
  public:
   virtual ~CudaLayer() = default;
@@ -67,6 +77,15 @@ class CudaLayer {
   // without their variance factor) and, when delta_in is set, the
   // innovations of the input units.
   virtual absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) = 0;
+  // Forward and Backward with the activation before it absorbed: the
+  // engine runs no step for that activation, and this layer computes its
+  // units and jcb and writes the innovations of its input. Only kinds whose
+  // rules absorb activations (spec::KindRules::absorbs_activation) are
+  // asked; the others answer Internal.
+  virtual absl::Status ForwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
+                                        const AbsorbedIo& act, Mode mode);
+  virtual absl::Status BackwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
+                                         const AbsorbedIo& act);
   // Recomputes the derived buffers after the parameters changed.
   virtual absl::Status Refresh(const CudaContext& /*ctx*/, const CudaLayerIo& /*io*/) {
     return absl::OkStatus();
