@@ -1,9 +1,12 @@
 // gpu_cnn_bench: training throughput of the CUDA engine on image networks
 // (issue 13's figures): samples/s of full training steps (upload, forward,
 // output update, backward, capped step; no all-reduce) of a job file's
-// architecture on N(0, 1) inputs and uniform labels, one GPU.
+// architecture on N(0, 1) inputs and uniform labels, one GPU. Each run is
+// measured with the activations that only a norm reads fused into the
+// norm's kernels (the engine's default) and without (fused/plain ratio),
+// unless --fused-only.
 //
-//   gpu_cnn_bench [--device N] [--seconds S] [--json] [JOB.json:BATCH ...]
+//   gpu_cnn_bench [--device N] [--seconds S] [--json] [--fused-only] [JOB.json:BATCH ...]
 // Default: examples/fmnist_cnn.json at B = 128, examples/cifar10_resnet18.json
 // at B = 64 and 128 (paths relative to the working directory). Without a
 // CUDA device it says why and exits 0 (nothing to measure).
@@ -40,9 +43,9 @@ struct Measured {
 
 // Samples/s and memory, or the reason nothing was measured.
 absl::StatusOr<Measured> Time(const spec::Architecture& arch, size_t batch, int device,
-                            double seconds) {
+                            double seconds, bool fuse) {
   const size_t memory_before = engine::cuda::DeviceMemoryInUse(device);
-  auto created = engine::cuda::CudaEngine::Create(arch, batch, device);
+  auto created = engine::cuda::CudaEngine::Create(arch, batch, device, {.fuse_activations = fuse});
   if (!created.ok()) return created.status();
   engine::cuda::CudaEngine& model = **created;
   if (auto st = model.Initialize(1, {}); !st.ok()) return st;
@@ -94,6 +97,7 @@ int Main(int argc, char** argv) {
   int device = 0;
   double seconds = 5.0;
   bool json = false;
+  bool fused_only = false;
   std::vector<Run> runs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -103,6 +107,8 @@ int Main(int argc, char** argv) {
       seconds = std::atof(argv[++i]);
     } else if (a == "--json") {
       json = true;
+    } else if (a == "--fused-only") {
+      fused_only = true;
     } else if (a.find(':') != std::string::npos && a[0] != '-') {
       const size_t colon = a.rfind(':');
       runs.push_back({a.substr(0, colon), static_cast<size_t>(std::atol(a.c_str() + colon + 1))});
@@ -112,7 +118,8 @@ int Main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: gpu_cnn_bench [--device N] [--seconds S] [--json] [JOB.json:BATCH ...]\n");
+                   "usage: gpu_cnn_bench [--device N] [--seconds S] [--json] [--fused-only] "
+                   "[JOB.json:BATCH ...]\n");
       return 2;
     }
   }
@@ -140,23 +147,32 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "gpu_cnn_bench: %s\n", arch.status().ToString().c_str());
       return 1;
     }
-    const absl::StatusOr<Measured> sps = Time(*arch, run.batch, device, seconds);
-    if (!sps.ok()) {
-      ++failures;
-      std::fprintf(stderr, "gpu_cnn_bench: %s at B %zu: %s\n", job->name().c_str(), run.batch,
-                   sps.status().ToString().c_str());
-      continue;
-    }
-    if (json) {
-      std::printf(
-          "{\"bench\":\"%s\",\"device\":\"%s\",\"batch\":%zu,\"samples_per_second\":%.1f,"
-          "\"device_memory_mib\":%.1f}\n",
-          job->name().c_str(), name.c_str(), run.batch, sps->samples_per_second,
-          static_cast<double>(sps->device_memory_bytes) / (1 << 20));
-    } else {
-      std::printf("%-16s B %4zu  on %s: %10.1f samples/s, %8.1f MiB of device memory\n",
-                  job->name().c_str(), run.batch, name.c_str(), sps->samples_per_second,
-                  static_cast<double>(sps->device_memory_bytes) / (1 << 20));
+    double fused_rate = 0;
+    for (const bool fuse : {true, false}) {
+      if (!fuse && fused_only) break;
+      const char* variant = fuse ? "fused" : "plain";
+      const absl::StatusOr<Measured> sps = Time(*arch, run.batch, device, seconds, fuse);
+      if (!sps.ok()) {
+        ++failures;
+        std::fprintf(stderr, "gpu_cnn_bench: %s at B %zu (%s): %s\n", job->name().c_str(),
+                     run.batch, variant, sps.status().ToString().c_str());
+        continue;
+      }
+      if (fuse) fused_rate = sps->samples_per_second;
+      const double ratio = fuse || fused_rate == 0 ? 1.0 : fused_rate / sps->samples_per_second;
+      if (json) {
+        std::printf(
+            "{\"bench\":\"%s\",\"device\":\"%s\",\"batch\":%zu,\"variant\":\"%s\","
+            "\"samples_per_second\":%.1f,\"device_memory_mib\":%.1f,\"fused_over_plain\":%.3f}\n",
+            job->name().c_str(), name.c_str(), run.batch, variant, sps->samples_per_second,
+            static_cast<double>(sps->device_memory_bytes) / (1 << 20), ratio);
+      } else {
+        std::printf("%-16s B %4zu %s on %s: %10.1f samples/s, %8.1f MiB of device memory%s\n",
+                    job->name().c_str(), run.batch, variant, name.c_str(),
+                    sps->samples_per_second,
+                    static_cast<double>(sps->device_memory_bytes) / (1 << 20),
+                    fuse ? "" : (", fused/plain " + std::to_string(ratio)).c_str());
+      }
     }
   }
   return failures == 0 ? 0 : 1;

@@ -207,7 +207,7 @@ class Planner {
       const BoundaryPlan& bp = plan_.boundaries[i];
       if (bp.is_input) continue;
       start[static_cast<size_t>(num_steps - bp.last_consumer)].push_back(i);
-      end[static_cast<size_t>(num_steps - FirstLive(bp, num_steps))].push_back(i);
+      end[static_cast<size_t>(num_steps - FirstLive(bp, bp.last_consumer, num_steps))].push_back(i);
     }
     std::vector<std::vector<size_t>> places(plan_.boundaries.size());
     for (size_t t = 0; t < start.size(); ++t) {

@@ -21,6 +21,7 @@
 #include "worker/engine/cuda/cuda_engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -765,6 +766,159 @@ TEST(CudaEngineParity, SynchronisedBatchNormMatchesTheCpuEngine) {
   const std::vector<float> y = Normal(rng, n_out, 1.0);
   const absl::Status st = gpu->TrainStep(x.data(), nullptr, y.data(), c.batch, c.sigma_v);
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+}
+
+// ---- Fusion: an activation that only a norm reads runs inside the norm's
+// kernels (spec::Step::absorbed). Two GPU engines from the same seed, one
+// fused and one not, must give the same bits everywhere: outputs, output
+// innovations, deltas (three reduce paths), parameters, running state, and
+// evaluation. Where fusion could go wrong: the activation's units computed
+// twice (statistics and normalisation), its jcb applied on the way back,
+// its input's innovations written a step early (the plan's lives), the
+// data as the activation's input (no innovations), synchronised statistics.
+
+size_t AbsorbedSteps(const Architecture& arch, size_t batch) {
+  auto plan = spec::MakePlan(arch, {batch, 64, /*fuse_activations=*/true});
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return 0;
+  return static_cast<size_t>(std::count_if(plan->steps.begin(), plan->steps.end(),
+                                           [](const spec::Step& s) { return s.absorbed; }));
+}
+
+void ExpectSameBits(std::span<const float> fused, std::span<const float> plain,
+                    const std::string& what) {
+  ASSERT_EQ(fused.size(), plain.size()) << what;
+  for (size_t k = 0; k < plain.size(); ++k) {
+    // memcmp-like: NaNs compare by their bits, and -0 differs from +0.
+    ASSERT_EQ(std::bit_cast<uint32_t>(fused[k]), std::bit_cast<uint32_t>(plain[k]))
+        << what << " at " << k << ": " << fused[k] << " fused, " << plain[k] << " not";
+  }
+}
+
+void ExpectFusionKeepsTheBits(const Case& c, int steps, size_t absorbed, bool sync = false) {
+  SCOPED_TRACE(c.arch.ToString() + " batch " + std::to_string(c.batch));
+  ASSERT_EQ(AbsorbedSteps(c.arch, c.batch), absorbed) << "the case must absorb what it says";
+  auto fused = CudaEngine::Create(c.arch, c.batch, 0);
+  auto plain = CudaEngine::Create(c.arch, c.batch, 0, {.fuse_activations = false});
+  ASSERT_TRUE(fused.ok() && plain.ok()) << fused.status() << " / " << plain.status();
+  std::vector<CudaEngine*> engines = {fused->get(), plain->get()};
+  if (sync) {
+    for (CudaEngine* e : engines) {
+      ASSERT_TRUE(e->SetBatchSync(
+                       [](std::span<float> values) {
+                         for (float& v : values) v *= 2.0f;
+                         return absl::OkStatus();
+                       },
+                       2)
+                      .ok());
+    }
+  }
+  for (CudaEngine* e : engines) ASSERT_TRUE(e->Initialize(c.seed, {}).ok());
+  const bool classes = c.arch.head.kind == HeadKind::kClassification;
+  const size_t in = c.arch.input_width(), n_out = c.batch * c.arch.output_width();
+  const size_t n = (*fused)->num_parameters();
+  Rng rng(c.seed + 11);
+  auto read = [&](auto member, size_t size) {
+    std::vector<std::vector<float>> out(2, std::vector<float>(size));
+    for (size_t e = 0; e < 2; ++e) EXPECT_TRUE((engines[e]->*member)(out[e]).ok());
+    return out;
+  };
+  for (int step = 0; step < steps; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const std::vector<float> x = Normal(rng, c.batch * in, 1.0);
+    std::vector<int32_t> labels(c.batch);
+    for (int32_t& l : labels) {
+      l = classes ? static_cast<int32_t>(rng.Below(c.arch.head.num_classes)) : 0;
+    }
+    const std::vector<float> y = Normal(rng, n_out, 1.0);
+    for (CudaEngine* e : engines) {
+      ASSERT_TRUE(e->TrainStep(x.data(), classes ? labels.data() : nullptr,
+                               classes ? nullptr : y.data(), c.batch, c.sigma_v)
+                      .ok());
+    }
+    std::vector<std::vector<float>> out(2), dmu(2, std::vector<float>(n_out)),
+        dvar(2, std::vector<float>(n_out));
+    for (size_t e = 0; e < 2; ++e) {
+      auto o = engines[e]->Output(c.batch);
+      ASSERT_TRUE(o.ok()) << o.status();
+      out[e].assign(o->mu, o->mu + n_out);
+      out[e].insert(out[e].end(), o->var, o->var + n_out);
+      ASSERT_TRUE(engines[e]->ReadOutputInnovations(c.batch, dmu[e], dvar[e]).ok());
+    }
+    ExpectSameBits(out[0], out[1], "output");
+    ExpectSameBits(dmu[0], dmu[1], "output innovations (mu)");
+    ExpectSameBits(dvar[0], dvar[1], "output innovations (var)");
+    const Reduce reduce = static_cast<Reduce>(step % 3);
+    if (reduce != Reduce::kNone) {
+      for (CudaEngine* e : engines) {
+        ASSERT_TRUE(e->BeginReduce(reduce == Reduce::kDevice, 1.0f).ok());
+        ASSERT_TRUE(e->EndReduce(0.5f, 0.75f).ok());
+      }
+    }
+    const auto deltas = read(&CudaEngine::ReadDeltas, 2 * n);
+    ExpectSameBits(deltas[0], deltas[1], "parameter deltas");
+    for (CudaEngine* e : engines) ASSERT_TRUE(e->ApplyStep(CapFactor(c.batch)).ok());
+    const auto params = read(&CudaEngine::ReadParameters, 2 * n);
+    ExpectSameBits(params[0], params[1], "parameters");
+    const auto state = read(&CudaEngine::ReadState, (*fused)->num_state());
+    ExpectSameBits(state[0], state[1], "running state");
+  }
+  const std::vector<float> x = Normal(rng, c.batch * in, 1.0);
+  std::vector<std::vector<float>> out(2);
+  for (size_t e = 0; e < 2; ++e) {
+    ASSERT_TRUE(engines[e]->Forward(x.data(), c.batch).ok());
+    auto o = engines[e]->Output(c.batch);
+    ASSERT_TRUE(o.ok()) << o.status();
+    out[e].assign(o->mu, o->mu + n_out);
+    out[e].insert(out[e].end(), o->var, o->var + n_out);
+  }
+  ExpectSameBits(out[0], out[1], "evaluation output");
+}
+
+// The CNN pattern (conv, activation, batch norm, pool) with every
+// elementwise kind, a layer norm after a LINEAR, and a batch norm reading
+// an activation of the data itself (its input takes no innovations).
+TEST(CudaEngineFusion, AbsorbedActivationsKeepTheBitsInAChain) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t out = static_cast<uint32_t>(HsmTree::OutputWidth(4));
+  for (const LayerKind kind : kActivations) {
+    const float slope = kind == Layer::LEAKY_RELU ? 0.2f : 0.0f;
+    for (const size_t batch : {size_t{1}, size_t{5}}) {
+      const Case c = ImageCase(
+          Image(2, 7, 7),
+          {Act(kind, slope), Norm(Layer::BATCH_NORM), Conv(2, 3, 3, 1, 1), Act(kind, slope),
+           Norm(Layer::BATCH_NORM, /*bias=*/false), Pool(Layer::AVG_POOL2D, 3, 2), Lin(27, 8),
+           Act(kind, slope), Norm(Layer::LAYER_NORM), Lin(8, out)},
+          4, batch, 31 + batch);
+      ExpectFusionKeepsTheBits(c, 3, 3);
+    }
+  }
+}
+
+// ResNet18's pattern (conv, mixture ReLU, batch norm in each branch), an
+// activation whose output a residual add reads too (not absorbed), and
+// synchronised batch statistics.
+TEST(CudaEngineFusion, AbsorbedActivationsKeepTheBitsInResidualBlocks) {
+  SKIP_WITHOUT_GPU();
+  const LayerDesc block =
+      Res({Conv(4, 4, 3, 1, 1, false), Act(Layer::MIXTURE_RELU), Norm(Layer::BATCH_NORM),
+           Conv(4, 4, 3, 1, 1, false), Act(Layer::MIXTURE_RELU), Norm(Layer::BATCH_NORM)});
+  const LayerDesc down =
+      Res({Conv(4, 6, 3, 2, 1, false), Act(Layer::MIXTURE_RELU), Norm(Layer::BATCH_NORM)},
+          {Conv(4, 6, 1, 2, 0, false), Act(Layer::MIXTURE_RELU), Norm(Layer::BATCH_NORM)});
+  const Case c = ImageCase(Image(3, 9, 9),
+                           {Conv(3, 4, 3, 1, 1, false), Act(Layer::MIXTURE_RELU),
+                            Norm(Layer::BATCH_NORM), block, Act(Layer::TANH), down,
+                            Pool(Layer::AVG_POOL2D, 5, 5), Lin(6, 3)},
+                           0, 4, 41);
+  ExpectFusionKeepsTheBits(c, 3, 5);
+  ExpectFusionKeepsTheBits(c, 2, 5, /*sync=*/true);
+  // The activation after the first norm feeds the block and its identity
+  // shortcut: two readers, so it runs on its own.
+  Case fork = c;
+  fork.arch.layers = {Conv(3, 4, 3, 1, 1, false), Norm(Layer::BATCH_NORM),
+                      Act(Layer::MIXTURE_RELU), block, Pool(Layer::AVG_POOL2D, 9, 9), Lin(4, 3)};
+  ExpectFusionKeepsTheBits(fork, 2, 2);
 }
 
 // A CNN trained on the GPU is saved (parameters and running statistics)

@@ -620,6 +620,11 @@ TEST(ModelPlan, EveryExamplesBuffersStayApartWhileLiveAndInnovationsShare) {
     auto arch = ArchitectureFromJobSpec(*job);
     ASSERT_TRUE(arch.ok()) << name << ": " << arch.status();
     for (const size_t batch : {static_cast<size_t>(job->batch_size()), size_t{256}}) {
+      // The CUDA engine's plan too: 64-float alignment, activations fused.
+      auto fused = spec::MakePlan(*arch, {batch, 64, /*fuse_activations=*/true});
+      ASSERT_TRUE(fused.ok()) << fused.status();
+      const absl::Status fused_st = spec::CheckPlanMemory(*fused);
+      EXPECT_TRUE(fused_st.ok()) << name << " fused at batch " << batch << ": " << fused_st;
       auto plan = spec::MakePlan(*arch, {batch, 16});
       ASSERT_TRUE(plan.ok()) << plan.status();
       const absl::Status st = spec::CheckPlanMemory(*plan);

@@ -28,10 +28,10 @@ size_t DoubleBytes(size_t n) { return AlignUp(n * sizeof(double)); }
 double* Doubles(const CudaLayerIo& io) { return reinterpret_cast<double*>(io.workspace); }
 
 // The kernels' view of the activation a norm absorbs (none when null):
-// its units are the norm's input.
-kernels::AbsorbedActivation Absorbed(const CudaLayerIo& io, const AbsorbedIo* act) {
+// its output units are the norm's input.
+kernels::AbsorbedActivation Absorbed(const AbsorbedIo* act) {
   if (act == nullptr) return {};
-  return {act->kind, act->slope, act->io.in.mu, act->io.in.var, io.in.mu, act->io.out_jcb};
+  return {act->kind, act->slope, act->io.in.mu, act->io.in.var, act->io.out.mu, act->io.out_jcb};
 }
 
 // Backward of either norm (image_kernels.h): statistics per channel at
@@ -45,7 +45,7 @@ absl::Status NormBackward(const CudaContext& ctx, const CudaLayerIo& io,
       l, per_sample, stats, eps, io.in.mu, io.delta_out.mu, io.delta_out.var, io.params[0].mu,
       io.params[0].var, bias ? io.params[1].var : nullptr, io.deltas[0].mu, io.deltas[0].var,
       bias ? io.deltas[1].mu : nullptr, bias ? io.deltas[1].var : nullptr, delta_in.mu,
-      delta_in.var, Doubles(io), ctx.stream, Absorbed(io, act)));
+      delta_in.var, Doubles(io), ctx.stream, Absorbed(act)));
   return absl::OkStatus();
 }
 
@@ -139,7 +139,7 @@ class CudaBatchNorm final : public CudaLayer {
   absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io, const AbsorbedIo* absorbed,
                    Mode mode) const {
     const kernels::ChannelLayout l{io.batch, channels_, positions_};
-    const kernels::AbsorbedActivation act = Absorbed(io, absorbed);
+    const kernels::AbsorbedActivation act = Absorbed(absorbed);
     float* running = io.state;  // mean [C], variance [C], first-batch flag
     float* batch_stats = io.derived;
     if (mode == Mode::kTrain) {
@@ -224,7 +224,7 @@ class CudaLayerNorm final : public CudaLayer {
   absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io,
                    const AbsorbedIo* absorbed) const {
     const kernels::ChannelLayout l{io.batch, channels_, positions_};
-    const kernels::AbsorbedActivation act = Absorbed(io, absorbed);
+    const kernels::AbsorbedActivation act = Absorbed(absorbed);
     TAGI_CUDA_RETURN_IF_ERROR(kernels::SampleStatistics(l, io.in.mu, io.in.var, io.scratch,
                                                         Doubles(io), ctx.stream, act));
     TAGI_CUDA_RETURN_IF_ERROR(kernels::LayerNormForward(
