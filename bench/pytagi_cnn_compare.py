@@ -162,8 +162,8 @@ def compare_gpu(args):
         if key not in keys:
             continue
         path = NETWORKS[key][0]
-        out = subprocess.run([os.path.join(args.bin_dir, "gpu_cnn_bench"), "--json", "--seconds",
-                              str(args.seconds), "%s:%d" % (path, batch)],
+        out = subprocess.run([os.path.join(args.bin_dir, "gpu_cnn_bench"), "--json", "--fused-only",
+                              "--seconds", str(args.seconds), "%s:%d" % (path, batch)],
                              capture_output=True, text=True)
         ours = next((json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")),
                     {"error": out.stderr.strip()[-300:]})

@@ -154,10 +154,11 @@ run() {
     cat "$logs/gpu_bench.json"
   fi
   # The image networks (issue 13): the reference's MNIST CNN at B = 128,
-  # ResNet18 on 3x32x32 at B = 64 and 128, with the device memory each holds.
+  # ResNet18 on 3x32x32 at B = 64 and 128, with the device memory each holds,
+  # each with the activations fused into the norms and without.
   if want gpu_cnn_bench; then
     echo "== gpu_cnn_bench"
-    (cd "$SOURCE_DIR" && timeout 120 "$bin/gpu_cnn_bench" --json --seconds "$seconds") \
+    (cd "$SOURCE_DIR" && timeout 240 "$bin/gpu_cnn_bench" --json --seconds "$seconds") \
       > "$logs/gpu_cnn_bench.json" 2>&1 || status=1
     cat "$logs/gpu_cnn_bench.json"
   fi
@@ -237,7 +238,7 @@ run() {
     echo "== ncu kernel times (ResNet18, B 128)"
     (cd "$SOURCE_DIR" && timeout "${KIT_NCU_SECONDS:-150}" ncu --clock-control none \
        --metrics gpu__time_duration.sum --csv --launch-skip "${KIT_NCU_SKIP:-2000}" --launch-count "${KIT_NCU_COUNT:-1500}" \
-       "$bin/gpu_cnn_bench" --seconds 2 examples/cifar10_resnet18.json:128) \
+       "$bin/gpu_cnn_bench" --fused-only --seconds 2 examples/cifar10_resnet18.json:128) \
       > "$logs/ncu_resnet18.csv" 2> "$logs/ncu_resnet18.err" || status=1
     python3 bench/kernel_split.py "$logs/ncu_resnet18.csv" || tail -5 "$logs/ncu_resnet18.err"
     # The small MLP (784-100-100-11, B 16), whose step is short enough for
