@@ -77,7 +77,7 @@ struct AbsorbedActivation {
   const float* var_z = nullptr;
   float* mu_a = nullptr;
   float* jcb = nullptr;
-  bool on() const { return kind >= 0; }
+  __host__ __device__ bool on() const { return kind >= 0; }
 };
 
 // Doubles of working memory the sums below need for `groups` groups of
