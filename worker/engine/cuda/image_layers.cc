@@ -98,23 +98,11 @@ class CudaMaxPool final : public CudaLayer {
   WindowGeometry g_;
 };
 
-// Blocks: gamma [C], then beta [C] when bias is on. The derived buffer
-// holds the batch's (mean, variance) per channel and, synchronised, the
-// summed variances; the state the running mean, variance and first-batch
-// flag. The workspace holds the sums' partials.
-class CudaBatchNorm final : public CudaLayer {
+// What both norms share: their geometry and four entry points, with or
+// without an absorbed activation. `per_sample`: LayerNorm (statistics per
+// sample in the scratch), else BatchNorm (per channel in the derived buffer).
+class CudaNorm : public CudaLayer {
  public:
-  explicit CudaBatchNorm(const spec::PlannedLayer& planned)
-      : channels_(planned.in.c),
-        positions_(size_t{planned.in.h} * planned.in.w),
-        eps_(planned.spec.eps),
-        momentum_(planned.spec.momentum),
-        bias_(planned.spec.bias) {}
-
-  absl::StatusOr<size_t> Prepare(const CudaContext&, size_t max_batch) override {
-    return DoubleBytes(kernels::SumWorkspaceDoubles(channels_, max_batch * positions_));
-  }
-
   absl::Status Forward(const CudaContext& ctx, const CudaLayerIo& io, Mode mode) override {
     return Run(ctx, io, nullptr, mode);
   }
@@ -122,23 +110,65 @@ class CudaBatchNorm final : public CudaLayer {
                                 const AbsorbedIo& act, Mode mode) override {
     return Run(ctx, io, &act, mode);
   }
-
   absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    return NormBackward(ctx, io, {io.batch, channels_, positions_}, false, io.derived, eps_, bias_,
-                        nullptr);
+    return Back(ctx, io, nullptr);
   }
   absl::Status BackwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
                                  const AbsorbedIo& act) override {
-    return NormBackward(ctx, io, {io.batch, channels_, positions_}, false, io.derived, eps_, bias_,
-                        &act);
+    return Back(ctx, io, &act);
+  }
+
+ protected:
+  CudaNorm(const spec::PlannedLayer& planned, bool per_sample)
+      : channels_(planned.in.c),
+        positions_(size_t{planned.in.h} * planned.in.w),
+        eps_(planned.spec.eps),
+        bias_(planned.spec.bias),
+        per_sample_(per_sample) {}
+
+  virtual absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io,
+                           const AbsorbedIo* absorbed, Mode mode) const = 0;
+
+  kernels::ChannelLayout Layout(const CudaLayerIo& io) const {
+    return {io.batch, channels_, positions_};
+  }
+  // beta's mean and variance, or null when the layer has no bias.
+  const float* BetaMu(const CudaLayerIo& io) const { return bias_ ? io.params[1].mu : nullptr; }
+  const float* BetaVar(const CudaLayerIo& io) const { return bias_ ? io.params[1].var : nullptr; }
+
+  size_t channels_;
+  size_t positions_;
+  float eps_;
+  bool bias_;
+
+ private:
+  absl::Status Back(const CudaContext& ctx, const CudaLayerIo& io, const AbsorbedIo* act) const {
+    return NormBackward(ctx, io, Layout(io), per_sample_, per_sample_ ? io.scratch : io.derived,
+                        eps_, bias_, act);
+  }
+
+  bool per_sample_;
+};
+
+// Blocks: gamma [C], then beta [C] when bias is on. The derived buffer
+// holds the batch's (mean, variance) per channel and, synchronised, the
+// summed variances; the state the running mean, variance and first-batch
+// flag. The workspace holds the sums' partials.
+class CudaBatchNorm final : public CudaNorm {
+ public:
+  explicit CudaBatchNorm(const spec::PlannedLayer& planned)
+      : CudaNorm(planned, false), momentum_(planned.spec.momentum) {}
+
+  absl::StatusOr<size_t> Prepare(const CudaContext&, size_t max_batch) override {
+    return DoubleBytes(kernels::SumWorkspaceDoubles(channels_, max_batch * positions_));
   }
 
  private:
   // In evaluation the running statistics are used and an absorbed
   // activation's units are computed once, in the normalisation.
   absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io, const AbsorbedIo* absorbed,
-                   Mode mode) const {
-    const kernels::ChannelLayout l{io.batch, channels_, positions_};
+                   Mode mode) const override {
+    const kernels::ChannelLayout l = Layout(io);
     const kernels::AbsorbedActivation act = Absorbed(absorbed);
     float* running = io.state;  // mean [C], variance [C], first-batch flag
     float* batch_stats = io.derived;
@@ -157,8 +187,7 @@ class CudaBatchNorm final : public CudaLayer {
     const float* stats = mode == Mode::kTrain ? batch_stats : running;
     TAGI_CUDA_RETURN_IF_ERROR(kernels::BatchNormForward(
         l, io.in.mu, io.in.var, stats, stats + channels_, eps_, io.params[0].mu, io.params[0].var,
-        bias_ ? io.params[1].mu : nullptr, bias_ ? io.params[1].var : nullptr, io.out.mu,
-        io.out.var, ctx.stream, act));
+        BetaMu(io), BetaVar(io), io.out.mu, io.out.var, ctx.stream, act));
     return absl::OkStatus();
   }
 
@@ -180,21 +209,13 @@ class CudaBatchNorm final : public CudaLayer {
     return absl::OkStatus();
   }
 
-  size_t channels_;
-  size_t positions_;
-  float eps_;
   float momentum_;
-  bool bias_;
 };
 
 // Blocks as BatchNorm's; the scratch holds each sample's (mean, variance).
-class CudaLayerNorm final : public CudaLayer {
+class CudaLayerNorm final : public CudaNorm {
  public:
-  explicit CudaLayerNorm(const spec::PlannedLayer& planned)
-      : channels_(planned.in.c),
-        positions_(size_t{planned.in.h} * planned.in.w),
-        eps_(planned.spec.eps),
-        bias_(planned.spec.bias) {}
+  explicit CudaLayerNorm(const spec::PlannedLayer& planned) : CudaNorm(planned, true) {}
 
   absl::StatusOr<size_t> Prepare(const CudaContext&, size_t max_batch) override {
     const size_t sample = channels_ * positions_;
@@ -202,42 +223,18 @@ class CudaLayerNorm final : public CudaLayer {
                                 kernels::SumWorkspaceDoubles(channels_, max_batch * positions_)));
   }
 
-  absl::Status Forward(const CudaContext& ctx, const CudaLayerIo& io, Mode) override {
-    return Run(ctx, io, nullptr);
-  }
-  absl::Status ForwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
-                                const AbsorbedIo& act, Mode) override {
-    return Run(ctx, io, &act);
-  }
-
-  absl::Status Backward(const CudaContext& ctx, const CudaLayerIo& io) override {
-    return NormBackward(ctx, io, {io.batch, channels_, positions_}, true, io.scratch, eps_, bias_,
-                        nullptr);
-  }
-  absl::Status BackwardAbsorbing(const CudaContext& ctx, const CudaLayerIo& io,
-                                 const AbsorbedIo& act) override {
-    return NormBackward(ctx, io, {io.batch, channels_, positions_}, true, io.scratch, eps_, bias_,
-                        &act);
-  }
-
  private:
-  absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io,
-                   const AbsorbedIo* absorbed) const {
-    const kernels::ChannelLayout l{io.batch, channels_, positions_};
+  absl::Status Run(const CudaContext& ctx, const CudaLayerIo& io, const AbsorbedIo* absorbed,
+                   Mode /*mode*/) const override {
+    const kernels::ChannelLayout l = Layout(io);
     const kernels::AbsorbedActivation act = Absorbed(absorbed);
     TAGI_CUDA_RETURN_IF_ERROR(kernels::SampleStatistics(l, io.in.mu, io.in.var, io.scratch,
                                                         Doubles(io), ctx.stream, act));
     TAGI_CUDA_RETURN_IF_ERROR(kernels::LayerNormForward(
-        l, io.in.mu, io.in.var, io.scratch, eps_, io.params[0].mu, io.params[0].var,
-        bias_ ? io.params[1].mu : nullptr, bias_ ? io.params[1].var : nullptr, io.out.mu,
-        io.out.var, ctx.stream, act));
+        l, io.in.mu, io.in.var, io.scratch, eps_, io.params[0].mu, io.params[0].var, BetaMu(io),
+        BetaVar(io), io.out.mu, io.out.var, ctx.stream, act));
     return absl::OkStatus();
   }
-
-  size_t channels_;
-  size_t positions_;
-  float eps_;
-  bool bias_;
 };
 
 #if TAGI_HAVE_CUDNN
