@@ -190,8 +190,9 @@ TAGI_HOST_DEVICE Moments Relu(float mu, float var) {
 
 // One unit as an activation layer's loop computes it: RELU branch-free
 // (Relu; its zeros keep the sign of mu), every other kind by Activate. The
-// CUDA kernels, fused or not, call this, so a fused pass gives the bits of
-// the activation's own.
+// CUDA activation kernels (kernels.cu; RELU's own kernel calls Relu) and
+// the norms' fused passes call this, so a fused pass gives the bits of the
+// activation's own.
 TAGI_HOST_DEVICE Moments ActivateUnit(int kind, float slope, float mu, float var) {
   return kind == kRelu ? Relu(mu, var) : Activate(kind, slope, mu, var);
 }

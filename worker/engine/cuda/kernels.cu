@@ -10,7 +10,7 @@
 namespace tagi::engine::cuda::kernels {
 namespace {
 
-using elementwise::Activate;
+using elementwise::ActivateUnit;
 using elementwise::Moments;
 using elementwise::Observe;
 
@@ -74,7 +74,7 @@ __global__ void ReluKernel(const float* mz, const float* vz, size_t n, float* ma
 __global__ void ActivationKernel(int kind, float slope, const float* mz, const float* vz, size_t n,
                                  float* ma, float* va, float* jcb) {
   TAGI_GRID_STRIDE(i, n) {
-    const Moments m = Activate(kind, slope, mz[i], vz[i]);
+    const Moments m = ActivateUnit(kind, slope, mz[i], vz[i]);
     ma[i] = m.mu;
     va[i] = m.var;
     jcb[i] = m.jcb;
